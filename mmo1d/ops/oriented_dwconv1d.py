@@ -1,0 +1,205 @@
+"""Oriented depthwise 1D convolution (Kirchmeyer & Deng, ICCV 2023).
+
+A depthwise convolution whose 1xK kernel of channel ``c`` is turned by the angle ``theta[c]``
+(radians, counter-clockwise). Semantics: :mod:`mmo1d.ops.reference`. The op is registered with
+``torch.library`` as ``torch.ops.mmo1d.oriented_dwconv1d`` (C++ schema in ``csrc/``), with CPU and
+CUDA kernels, fake kernels for ``torch.compile``, autograd for input, weight and bias, and an
+autocast rule (runs in the autocast dtype, like ``conv2d``).
+"""
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ._ext import ensure_cuda_kernels
+from .reference import ROUNDINGS
+
+_ops = torch.ops.mmo1d
+
+
+def _memory_format(input: Tensor) -> torch.memory_format:
+    # Must agree with output_memory_format() in csrc/oriented_dwconv1d.h.
+    if input.is_contiguous(memory_format=torch.channels_last) and not input.is_contiguous():
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+@torch.library.register_fake('mmo1d::oriented_dwconv1d')
+def _forward_fake(input, weight, theta, bias, stride, floor_rounding, residual):
+    n, c, h, w = input.shape
+    return torch.empty((n, c, (h + stride - 1) // stride, (w + stride - 1) // stride),
+                       dtype=input.dtype, device=input.device, memory_format=_memory_format(input))
+
+
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_input')
+def _backward_input_fake(grad_output, input, weight, theta, stride, floor_rounding, residual):
+    return torch.empty(input.shape, dtype=input.dtype, device=input.device,
+                       memory_format=_memory_format(input))
+
+
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_weight')
+def _backward_weight_fake(grad_output, input, weight, theta, stride, floor_rounding):
+    return torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
+
+
+def _setup_context(ctx, inputs, output):
+    input, weight, theta, bias, stride, floor_rounding, residual = inputs
+    ctx.save_for_backward(input, weight, theta)
+    ctx.stride, ctx.floor_rounding, ctx.residual = stride, floor_rounding, residual
+    ctx.has_bias = bias is not None
+
+
+def _backward(ctx, grad_output):
+    input, weight, theta = ctx.saved_tensors
+    grad_input = grad_weight = grad_bias = None
+    if ctx.needs_input_grad[0]:
+        grad_input = _ops.oriented_dwconv1d_backward_input(grad_output, input, weight, theta,
+                                                           ctx.stride, ctx.floor_rounding, ctx.residual)
+    if ctx.needs_input_grad[1]:
+        grad_weight = _ops.oriented_dwconv1d_backward_weight(grad_output, input, weight, theta,
+                                                             ctx.stride, ctx.floor_rounding)
+    if ctx.has_bias and ctx.needs_input_grad[3]:
+        acc_dtype = torch.promote_types(grad_output.dtype, torch.float32)
+        grad_bias = grad_output.sum(dim=(0, 2, 3), dtype=acc_dtype).to(grad_output.dtype)
+    return grad_input, grad_weight, None, grad_bias, None, None, None
+
+
+torch.library.register_autograd('mmo1d::oriented_dwconv1d', _backward, setup_context=_setup_context)
+
+
+def oriented_dwconv1d(input: Tensor,
+                      weight: Tensor,
+                      theta: Tensor,
+                      bias: Optional[Tensor] = None,
+                      stride: int = 1,
+                      rounding: str = 'trunc',
+                      residual: bool = False) -> Tensor:
+    """Depthwise convolution with a 1xK kernel turned to a per-channel angle.
+
+    Args:
+        input (Tensor): (N, C, H, W), float32/float64/float16/bfloat16, NCHW or channels_last
+            (the output keeps the layout).
+        weight (Tensor): (C, K) or (C, 1, 1, K) with K odd; same dtype as ``input``.
+        theta (Tensor): (C,) angles in radians (used as float32; no gradient).
+        bias (Tensor, optional): (C,). Default: None.
+        stride (int): Stride along both axes, >= 1. Default: 1.
+        rounding (str): How tap offsets are rounded: ``'trunc'`` (toward zero, as the authors'
+            kernels and released weights) or ``'floor'`` (the paper's formula). Default: 'trunc'.
+        residual (bool): Return ``input + bias + conv(input)`` (input sampled at the output
+            pixels), the form used inside the "++" blocks. Default: False.
+
+    Returns:
+        Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
+    """
+    if rounding not in ROUNDINGS:
+        raise ValueError(f'oriented_dwconv1d: rounding must be one of {ROUNDINGS}, got {rounding!r}')
+    if isinstance(stride, bool) or not isinstance(stride, int):
+        raise ValueError(f'oriented_dwconv1d: stride must be an int, got {stride!r}')
+    if weight.dim() == 4:
+        if weight.shape[1] != 1 or weight.shape[2] != 1:
+            raise ValueError('oriented_dwconv1d: a 4-D weight must have shape (C, 1, 1, K), got '
+                             f'{tuple(weight.shape)}')
+        weight = weight.flatten(1)
+    if input.is_cuda:
+        ensure_cuda_kernels()
+    return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding == 'floor', residual)
+
+
+def oriented_angles(channels: int, directions: int = 8, offset: float = 0.0) -> Tensor:
+    """Per-channel angles: ``directions`` contiguous groups of channels, evenly spread over 180 deg.
+
+    ``group(c) = floor((D * (c + 1) - 1) / C)`` and ``theta_c = pi * ((group(c) / D + offset) mod 1)``.
+
+    Args:
+        channels (int): Number of channels C.
+        directions (int): Number of directions D. Default: 8.
+        offset (float): Rotation of every angle, in turns of 180 degrees (0.5 = +90 degrees).
+
+    Returns:
+        Tensor: (C,) float32 radians in [0, pi).
+    """
+    if channels < 1:
+        raise ValueError(f'channels must be >= 1, got {channels}')
+    if directions < 1:
+        raise ValueError(f'directions must be >= 1, got {directions}')
+    c = torch.arange(channels, dtype=torch.float64)
+    group = torch.div(directions * (c + 1) - 1, channels, rounding_mode='floor')
+    return (math.pi * torch.remainder(group / directions + offset, 1.0)).to(torch.float32)
+
+
+class OrientedDWConv1d(nn.Module):
+    """Depthwise 1xK convolution turned to per-channel angles.
+
+    The angles (``theta``, radians) are a float32 buffer, not a parameter: they are fixed by
+    ``directions`` and ``angle_offset``, saved in the state dict, and stay float32 when the module
+    is cast to another dtype.
+
+    Args:
+        channels (int): Number of input and output channels.
+        kernel_size (int): Odd kernel length K.
+        stride (int): Stride. Default: 1.
+        bias (bool): Learn a per-channel bias. Default: True.
+        directions (int): Number of directions D. Default: 8.
+        angle_offset (float): Rotation of all angles, in turns of 180 degrees. Default: 0.
+        rounding (str): ``'trunc'`` or ``'floor'``. Default: ``'trunc'``.
+        residual (bool): Compute ``x + b + conv(x)``. Default: False.
+    """
+
+    def __init__(self,
+                 channels: int,
+                 kernel_size: int,
+                 stride: int = 1,
+                 bias: bool = True,
+                 directions: int = 8,
+                 angle_offset: float = 0.0,
+                 rounding: str = 'trunc',
+                 residual: bool = False) -> None:
+        super().__init__()
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f'kernel_size must be odd and positive, got {kernel_size}')
+        if stride < 1:
+            raise ValueError(f'stride must be >= 1, got {stride}')
+        if rounding not in ROUNDINGS:
+            raise ValueError(f'rounding must be one of {ROUNDINGS}, got {rounding!r}')
+        self.channels = channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.directions = directions
+        self.angle_offset = angle_offset
+        self.rounding = rounding
+        self.residual = residual
+        self.weight = nn.Parameter(torch.empty(channels, 1, 1, kernel_size))
+        self.bias = nn.Parameter(torch.empty(channels)) if bias else None
+        self.register_buffer('theta', oriented_angles(channels, directions, angle_offset))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # The initialisation of nn.Conv2d with fan_in = K.
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.kernel_size)
+            nn.init.uniform_(self.bias, -bound, bound)
+
+    def _apply(self, fn, recurse=True):
+        # Angles are float32 constants: follow the module's device, never its dtype.
+        theta = self.theta
+        super()._apply(fn, recurse)
+        self.theta = theta.to(self.theta.device)
+        return self
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, C, H, W) -> (N, C, ceil(H / stride), ceil(W / stride))."""
+        return oriented_dwconv1d(x, self.weight, self.theta, self.bias, self.stride, self.rounding,
+                                 self.residual)
+
+    def extra_repr(self) -> str:
+        s = (f'{self.channels}, kernel_size={self.kernel_size}, stride={self.stride}, '
+             f'directions={self.directions}, angle_offset={self.angle_offset}')
+        if self.bias is None:
+            s += ', bias=False'
+        if self.rounding != 'trunc':
+            s += f', rounding={self.rounding!r}'
+        if self.residual:
+            s += ', residual=True'
+        return s
