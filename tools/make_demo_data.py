@@ -1,0 +1,309 @@
+"""Write small, learnable demo datasets in the ADE20K and COCO instance formats.
+
+Every image is a procedurally drawn scene: a textured ground (smooth colour field, oriented stripes
+and grain) carrying a few non-overlapping flat-shaded shapes of four kinds (disc, square, triangle,
+oriented bar) in random colours, sizes and orientations, plus small scribbles that stand for
+unlabelled clutter. The shape kind can only be told from its geometry, so a model has to learn
+shapes, not colours.
+
+Layouts written under ``--out`` (default ``data/demo``)::
+
+    ade/ADEChallengeData2016/images/{training,validation}/*.jpg
+    ade/ADEChallengeData2016/annotations/{training,validation}/*.png
+    coco/{train2017,val2017}/*.jpg
+    coco/annotations/instances_{train2017,val2017}.json
+
+ADE20K semantics (``reduce_zero_label=True``): 0 = clutter (ignored), 1 = ground, 2 = disc,
+3 = square, 4 = triangle, 5 = bar. The COCO files carry the 80 COCO categories with their official
+ids and names, so unchanged COCO configs (80 classes, ``CocoMetric``) run on them; the shapes are
+annotated as the COCO categories listed in ``COCO_CATEGORY_OF_SHAPE``, with polygon masks.
+
+Example::
+
+    python tools/make_demo_data.py --out data/demo --seed 0
+"""
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import cv2
+import numpy as np
+
+SHAPES: Tuple[str, ...] = ('disc', 'square', 'triangle', 'bar')
+#: Classes of the semantic-segmentation demo, in label order 1..5 of the annotation PNGs.
+SEG_CLASSES: Tuple[str, ...] = ('ground', ) + SHAPES
+SEG_PALETTE: Tuple[Tuple[int, int, int], ...] = ((120, 120, 120), (220, 20, 60), (0, 130, 200),
+                                                 (250, 190, 30), (60, 180, 75))
+#: COCO category (official name) under which each shape is annotated in the instance files.
+COCO_CATEGORY_OF_SHAPE: Dict[str, str] = {
+    'disc': 'sports ball',
+    'square': 'book',
+    'triangle': 'kite',
+    'bar': 'baseball bat',
+}
+
+# The 80 COCO categories: (official id, name).
+COCO_CATEGORIES: Tuple[Tuple[int, str], ...] = (
+    (1, 'person'), (2, 'bicycle'), (3, 'car'), (4, 'motorcycle'), (5, 'airplane'), (6, 'bus'),
+    (7, 'train'), (8, 'truck'), (9, 'boat'), (10, 'traffic light'), (11, 'fire hydrant'),
+    (13, 'stop sign'), (14, 'parking meter'), (15, 'bench'), (16, 'bird'), (17, 'cat'), (18, 'dog'),
+    (19, 'horse'), (20, 'sheep'), (21, 'cow'), (22, 'elephant'), (23, 'bear'), (24, 'zebra'),
+    (25, 'giraffe'), (27, 'backpack'), (28, 'umbrella'), (31, 'handbag'), (32, 'tie'),
+    (33, 'suitcase'), (34, 'frisbee'), (35, 'skis'), (36, 'snowboard'), (37, 'sports ball'),
+    (38, 'kite'), (39, 'baseball bat'), (40, 'baseball glove'), (41, 'skateboard'),
+    (42, 'surfboard'), (43, 'tennis racket'), (44, 'bottle'), (46, 'wine glass'), (47, 'cup'),
+    (48, 'fork'), (49, 'knife'), (50, 'spoon'), (51, 'bowl'), (52, 'banana'), (53, 'apple'),
+    (54, 'sandwich'), (55, 'orange'), (56, 'broccoli'), (57, 'carrot'), (58, 'hot dog'),
+    (59, 'pizza'), (60, 'donut'), (61, 'cake'), (62, 'chair'), (63, 'couch'), (64, 'potted plant'),
+    (65, 'bed'), (67, 'dining table'), (70, 'toilet'), (72, 'tv'), (73, 'laptop'), (74, 'mouse'),
+    (75, 'remote'), (76, 'keyboard'), (77, 'cell phone'), (78, 'microwave'), (79, 'oven'),
+    (80, 'toaster'), (81, 'sink'), (82, 'refrigerator'), (84, 'book'), (85, 'clock'), (86, 'vase'),
+    (87, 'scissors'), (88, 'teddy bear'), (89, 'hair drier'), (90, 'toothbrush'))
+
+_DISC_VERTICES = 48
+
+
+class Instance:
+    """One drawn shape.
+
+    Args:
+        shape: One of :data:`SHAPES`.
+        polygon: (V, 2) float array of (x, y) vertices in pixel coordinates, inside the image.
+    """
+
+    def __init__(self, shape: str, polygon: np.ndarray) -> None:
+        self.shape = shape
+        self.polygon = polygon
+
+    @property
+    def bbox(self) -> List[float]:
+        """COCO box ``[x, y, w, h]`` of the polygon."""
+        x0, y0 = self.polygon.min(axis=0)
+        x1, y1 = self.polygon.max(axis=0)
+        return [float(x0), float(y0), float(x1 - x0), float(y1 - y0)]
+
+    @property
+    def area(self) -> float:
+        """Area of the polygon (shoelace formula)."""
+        x, y = self.polygon[:, 0], self.polygon[:, 1]
+        return float(abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))) / 2)
+
+
+def _shape_polygon(shape: str, cx: float, cy: float, size: float, angle: float) -> np.ndarray:
+    """Vertices (V, 2) of a shape of the given kind, centre, size (circumradius-like) and angle."""
+    if shape == 'disc':
+        t = np.linspace(0, 2 * math.pi, _DISC_VERTICES, endpoint=False)
+        pts = np.stack([np.cos(t), np.sin(t)], axis=1) * size
+    elif shape == 'square':
+        half = size / math.sqrt(2)
+        pts = np.array([[-half, -half], [half, -half], [half, half], [-half, half]])
+    elif shape == 'triangle':
+        t = np.array([0.0, 2 * math.pi / 3, 4 * math.pi / 3]) - math.pi / 2
+        pts = np.stack([np.cos(t), np.sin(t)], axis=1) * size
+    elif shape == 'bar':
+        half_len, half_wid = size, max(size / 5, 1.5)
+        pts = np.array([[-half_len, -half_wid], [half_len, -half_wid], [half_len, half_wid],
+                        [-half_len, half_wid]])
+    else:
+        raise ValueError(f'unknown shape {shape!r}; expected one of {SHAPES}')
+    rot = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+    return pts @ rot.T + np.array([cx, cy])
+
+
+def _ground(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A textured ground: smooth random colour field, oriented stripes and grain, uint8 (H, W, 3)."""
+    coarse = rng.uniform(40, 215, size=(4, 4, 3)).astype(np.float32)
+    field = cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    theta = rng.uniform(0, math.pi)
+    period = rng.uniform(4, 14)
+    stripes = np.sin(2 * math.pi * (xx * math.cos(theta) + yy * math.sin(theta)) / period)
+    field += rng.uniform(8, 30) * stripes[..., None]
+    field += rng.normal(0, rng.uniform(3, 12), size=field.shape).astype(np.float32)
+    return np.clip(field, 0, 255).astype(np.uint8)
+
+
+def _object_colour(rng: np.random.Generator, ground: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """A random colour that differs clearly from the mean ground colour under ``mask``."""
+    under = ground[mask].reshape(-1, 3).mean(axis=0)
+    for _ in range(50):
+        colour = rng.uniform(0, 255, size=3)
+        if np.abs(colour - under).sum() > 150:
+            return colour
+    return 255 - under
+
+
+def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: int = 4
+               ) -> Tuple[np.ndarray, np.ndarray, List[Instance]]:
+    """Draw one scene.
+
+    Args:
+        rng: Random generator (the only source of randomness).
+        height: Image height in pixels (at least 32).
+        width: Image width in pixels (at least 32).
+        max_objects: Upper bound on the number of shapes (at least 1 is drawn).
+
+    Returns:
+        ``(image, seg, instances)``: BGR uint8 image (H, W, 3); uint8 label map (H, W) with
+        0 = clutter, 1 = ground, 2.. = shapes in :data:`SHAPES` order; the drawn shapes.
+    """
+    if height < 32 or width < 32:
+        raise ValueError(f'images must be at least 32x32 pixels, got {height}x{width}')
+    image = _ground(rng, height, width)
+    seg = np.ones((height, width), np.uint8)
+    occupied = np.zeros((height, width), np.uint8)
+    instances: List[Instance] = []
+    short = min(height, width)
+    num_objects = int(rng.integers(1, max_objects + 1))
+    for _ in range(num_objects * 20):
+        if len(instances) == num_objects:
+            break
+        shape = SHAPES[int(rng.integers(len(SHAPES)))]
+        size = rng.uniform(0.1, 0.22) * short
+        angle = rng.uniform(0, 2 * math.pi)
+        margin = size + 2
+        if 2 * margin >= short:
+            continue
+        cx = rng.uniform(margin, width - margin)
+        cy = rng.uniform(margin, height - margin)
+        polygon = _shape_polygon(shape, cx, cy, size, angle)
+        mask = np.zeros((height, width), np.uint8)
+        cv2.fillPoly(mask, [np.round(polygon).astype(np.int32)], 1)
+        # Keep shapes apart (dilated footprint) so every polygon is fully visible.
+        if (cv2.dilate(mask, np.ones((5, 5), np.uint8)) & occupied).any() or mask.sum() < 16:
+            continue
+        occupied |= mask
+        colour = _object_colour(rng, image, mask.astype(bool))
+        shading = np.linspace(-25, 25, width)[None, :, None] * math.cos(angle)
+        painted = np.clip(colour[None, None, :] + shading, 0, 255).astype(np.uint8)
+        image = np.where(mask[..., None].astype(bool), np.broadcast_to(painted, image.shape), image)
+        seg[mask.astype(bool)] = 2 + SHAPES.index(shape)
+        instances.append(Instance(shape, polygon))
+    # Clutter: short scribbles on free ground, labelled 0 (ignored) like ADE20K's "other".
+    for _ in range(int(rng.integers(0, 3))):
+        pts = np.cumsum(rng.normal(0, short * 0.05, size=(4, 2)), axis=0)
+        pts += rng.uniform([0, 0], [width, height])
+        line = np.zeros((height, width), np.uint8)
+        cv2.polylines(line, [np.round(pts).astype(np.int32)], False, 1, thickness=2)
+        line &= 1 - occupied
+        colour = rng.uniform(0, 255, size=3).astype(np.uint8)
+        image[line.astype(bool)] = colour
+        seg[line.astype(bool)] = 0
+    image = cv2.GaussianBlur(image, (3, 3), 0.6)
+    return image, seg, instances
+
+
+def _write_image(path: Path, image: np.ndarray) -> None:
+    if not cv2.imwrite(str(path), image):
+        raise OSError(f'could not write {path}')
+
+
+def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: int,
+                 seed: int) -> None:
+    """Write an ADE20K-layout dataset under ``root`` (``ADEChallengeData2016``).
+
+    Args:
+        root: Output folder; ``images/{split}`` and ``annotations/{split}`` are created in it.
+        split_sizes: Number of images per split, keys ``training`` and ``validation``.
+        height: Image height.
+        width: Image width.
+        seed: Seed of the split-specific random generators.
+    """
+    for split_index, (split, count) in enumerate(split_sizes.items()):
+        rng = np.random.default_rng([seed, 1, split_index])
+        img_dir = root / 'images' / split
+        ann_dir = root / 'annotations' / split
+        img_dir.mkdir(parents=True, exist_ok=True)
+        ann_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            image, seg, _ = draw_scene(rng, height, width)
+            stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
+            _write_image(img_dir / f'{stem}.jpg', image)
+            _write_image(ann_dir / f'{stem}.png', seg)
+
+
+def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
+               seed: int) -> None:
+    """Write a COCO-instance-layout dataset under ``root``.
+
+    Args:
+        root: Output folder; ``{split}/*.jpg`` and ``annotations/instances_{split}.json``.
+        split_sizes: Number of images per split, keys ``train2017`` and ``val2017``.
+        height: Image height.
+        width: Image width.
+        seed: Seed of the split-specific random generators.
+    """
+    cat_id = {name: cid for cid, name in COCO_CATEGORIES}
+    categories = [dict(id=cid, name=name, supercategory='demo') for cid, name in COCO_CATEGORIES]
+    (root / 'annotations').mkdir(parents=True, exist_ok=True)
+    for split_index, (split, count) in enumerate(split_sizes.items()):
+        rng = np.random.default_rng([seed, 2, split_index])
+        img_dir = root / split
+        img_dir.mkdir(parents=True, exist_ok=True)
+        images, annotations = [], []
+        for i in range(count):
+            image, _, instances = draw_scene(rng, height, width)
+            file_name = f'{i + 1:012d}.jpg'
+            _write_image(img_dir / file_name, image)
+            images.append(dict(id=i + 1, file_name=file_name, height=height, width=width))
+            for inst in instances:
+                annotations.append(
+                    dict(id=len(annotations) + 1, image_id=i + 1,
+                         category_id=cat_id[COCO_CATEGORY_OF_SHAPE[inst.shape]],
+                         segmentation=[[round(float(v), 2) for v in inst.polygon.reshape(-1)]],
+                         area=round(inst.area, 2), bbox=[round(v, 2) for v in inst.bbox],
+                         iscrowd=0))
+        info = dict(description='mmo1d procedural demo data (shapes on textured ground)',
+                    version='1.0')
+        with open(root / 'annotations' / f'instances_{split}.json', 'w') as f:
+            json.dump(dict(info=info, licenses=[], images=images, annotations=annotations,
+                           categories=categories), f)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Command-line arguments."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--out', default='data/demo', help='output folder (default: data/demo)')
+    parser.add_argument('--seed', type=int, default=0, help='random seed (default: 0)')
+    parser.add_argument('--which', choices=['ade', 'coco', 'both'], default='both',
+                        help='which dataset(s) to write (default: both)')
+    parser.add_argument('--ade-size', type=int, nargs=2, default=[128, 128], metavar=('H', 'W'),
+                        help='ADE20K-style image size (default: 128 128)')
+    parser.add_argument('--ade-train', type=int, default=400, help='ADE20K training images')
+    parser.add_argument('--ade-val', type=int, default=100, help='ADE20K validation images')
+    parser.add_argument('--coco-size', type=int, nargs=2, default=[160, 160], metavar=('H', 'W'),
+                        help='COCO-style image size (default: 160 160)')
+    parser.add_argument('--coco-train', type=int, default=200, help='COCO training images')
+    parser.add_argument('--coco-val', type=int, default=50, help='COCO validation images')
+    args = parser.parse_args(argv)
+    for name in ('ade_train', 'ade_val', 'coco_train', 'coco_val'):
+        if getattr(args, name) < 1:
+            parser.error(f'--{name.replace("_", "-")} must be at least 1, got {getattr(args, name)}')
+    for name in ('ade_size', 'coco_size'):
+        if min(getattr(args, name)) < 32:
+            parser.error(f'--{name.replace("_", "-")} must be at least 32 32, got '
+                         f'{" ".join(map(str, getattr(args, name)))}')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Write the datasets selected on the command line."""
+    args = parse_args(argv)
+    out = Path(args.out)
+    if args.which in ('ade', 'both'):
+        ade_root = out / 'ade' / 'ADEChallengeData2016'
+        write_ade20k(ade_root, dict(training=args.ade_train, validation=args.ade_val),
+                     *args.ade_size, seed=args.seed)
+        print(f'ADE20K-style data: {args.ade_train} + {args.ade_val} images in {ade_root}')
+    if args.which in ('coco', 'both'):
+        coco_root = out / 'coco'
+        write_coco(coco_root, dict(train2017=args.coco_train, val2017=args.coco_val),
+                   *args.coco_size, seed=args.seed)
+        print(f'COCO-style data: {args.coco_train} + {args.coco_val} images in {coco_root}')
+
+
+if __name__ == '__main__':
+    sys.exit(main())
