@@ -1,0 +1,3 @@
+from .oriented_convnext import OrientedConvNeXt
+
+__all__ = ['OrientedConvNeXt']

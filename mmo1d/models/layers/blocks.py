@@ -1,0 +1,130 @@
+"""ConvNeXt blocks with oriented 1D depthwise kernels.
+
+Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023, Sec. 4. One class
+covers the four block designs, which differ only in their depthwise convolutions::
+
+    x + DropPath(gamma * pw2(mid(GELU(pw1(LN(dw(x)))))))
+
+========  =============================  ======================================
+design    ``dw`` (on C channels)         ``mid`` (on the 4C hidden tensor)
+========  =============================  ======================================
+2D        7x7 depthwise Conv2d           identity
+1D        oriented 1xK depthwise conv    identity
+1D++      oriented 1xK1 (K1 = 15)        h + b + oriented 1xK2 (K2 = 31) of h
+2D++      7x7 depthwise Conv2d           h + b + oriented 1xK2 (K2 = 31) of h
+========  =============================  ======================================
+
+Inside a block the tensor stays channels-last: (N, C, H, W) tensors are channels_last-strided
+views of NHWC memory, so the permutes around the LayerNorm and the Linear layers cost nothing.
+"""
+from typing import Optional
+
+import torch
+import torch.utils.checkpoint as cp
+from mmengine.model import BaseModule
+from torch import Tensor, nn
+
+from mmo1d.ops import OrientedDWConv1d
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: zero a sample's residual branch with probability ``drop_prob``.
+
+    Kept samples are scaled by ``1 / (1 - drop_prob)``. Identity in eval mode.
+
+    Args:
+        drop_prob (float): Probability to drop the branch of a sample, in [0, 1). Default: 0.
+    """
+
+    def __init__(self, drop_prob: float = 0.0) -> None:
+        super().__init__()
+        if not 0.0 <= drop_prob < 1.0:
+            raise ValueError(f'drop_prob must be in [0, 1), got {drop_prob}')
+        self.drop_prob = drop_prob
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, ...) -> (N, ...)."""
+        if self.drop_prob == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.drop_prob
+        mask = x.new_empty((x.shape[0], ) + (1, ) * (x.dim() - 1)).bernoulli_(keep)
+        return x * mask.div_(keep)
+
+    def extra_repr(self) -> str:
+        return f'drop_prob={self.drop_prob}'
+
+
+class OrientedConvNeXtBlock(BaseModule):
+    """ConvNeXt block with a 2D or oriented 1D depthwise convolution, optionally "++".
+
+    Args:
+        channels (int): Number of channels C.
+        kernel_size (int): Size of the first depthwise convolution: K of the KxK Conv2d
+            (``oriented=False``) or of the oriented 1xK kernel (``oriented=True``). Odd.
+        oriented (bool): Use an oriented 1D depthwise convolution instead of a square one.
+        mid_kernel_size (int, optional): K2 of the oriented 1xK2 convolution, in residual form,
+            on the 4C hidden tensor (the "++" designs). None for the plain designs. Default: None.
+        directions (int): Number of directions D of the oriented kernels. Default: 8.
+        angle_offset (float): Rotation of every oriented kernel, in turns of 180 degrees
+            (0.5 for the odd blocks of a stage with layer-wise rotation). Default: 0.
+        mlp_ratio (float): Hidden width of the MLP, in multiples of C. Default: 4.
+        drop_path_rate (float): Stochastic depth rate of the residual branch. Default: 0.
+        layer_scale_init_value (float): Initial value of the layer scale ``gamma``; 0 or less
+            removes it. Default: 1e-6.
+        with_cp (bool): Recompute the block in the backward pass (activation checkpointing)
+            to save memory. Default: False.
+        init_cfg (dict, optional): Initialisation config. Default: None.
+    """
+
+    def __init__(self,
+                 channels: int,
+                 kernel_size: int,
+                 oriented: bool,
+                 mid_kernel_size: Optional[int] = None,
+                 directions: int = 8,
+                 angle_offset: float = 0.0,
+                 mlp_ratio: float = 4.0,
+                 drop_path_rate: float = 0.0,
+                 layer_scale_init_value: float = 1e-6,
+                 with_cp: bool = False,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f'kernel_size must be odd and positive, got {kernel_size}')
+        self.with_cp = with_cp
+        if oriented:
+            self.depthwise_conv = OrientedDWConv1d(
+                channels, kernel_size, directions=directions, angle_offset=angle_offset)
+        else:
+            self.depthwise_conv = nn.Conv2d(
+                channels, channels, kernel_size, padding=kernel_size // 2, groups=channels)
+        self.norm = nn.LayerNorm(channels, eps=1e-6)
+        hidden = int(mlp_ratio * channels)
+        self.pointwise_conv1 = nn.Linear(channels, hidden)
+        self.act = nn.GELU()
+        self.mid_conv = None if mid_kernel_size is None else OrientedDWConv1d(
+            hidden, mid_kernel_size, directions=directions, angle_offset=angle_offset, residual=True)
+        self.pointwise_conv2 = nn.Linear(hidden, channels)
+        self.gamma = nn.Parameter(torch.full((channels, ), float(layer_scale_init_value))) \
+            if layer_scale_init_value > 0 else None
+        self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
+
+    def _inner_forward(self, x: Tensor) -> Tensor:
+        shortcut = x
+        x = self.depthwise_conv(x).permute(0, 2, 3, 1)  # (N, H, W, C)
+        x = self.act(self.pointwise_conv1(self.norm(x)))  # (N, H, W, 4C)
+        if self.mid_conv is not None:
+            x = self.mid_conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        x = self.pointwise_conv2(x)  # (N, H, W, C)
+        if self.gamma is not None:
+            x = x * self.gamma
+        return shortcut + self.drop_path(x.permute(0, 3, 1, 2))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, C, H, W) -> (N, C, H, W); channels_last-strided input avoids all copies."""
+        if self.with_cp and x.requires_grad:
+            return cp.checkpoint(self._inner_forward, x, use_reentrant=False)
+        return self._inner_forward(x)
+
+
+__all__ = ['DropPath', 'OrientedConvNeXtBlock']

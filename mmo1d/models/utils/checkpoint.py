@@ -1,0 +1,166 @@
+"""Loading pretrained weights into oriented 1D models, resizing the oriented kernels.
+
+Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023: detection and
+segmentation backbones use shorter oriented kernels in the late stages (e.g. 1x27 and 1x13) than
+the ImageNet classifiers they start from (1x31). A kernel is carried over by centre-cropping it
+(keeping the taps with ``|t - K // 2| <= K' // 2``) or, to grow it, by zero-padding both ends;
+both keep every tap at the same spatial offset, because offsets depend only on ``t - K // 2``.
+Everything else must match exactly: a checkpoint that does not fit is an error naming the keys,
+never a silent partial load.
+"""
+import re
+from collections import OrderedDict
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from mmengine.logging import print_log
+from mmengine.runner.checkpoint import CheckpointLoader
+from torch import Tensor, nn
+
+from mmo1d.ops import OrientedDWConv1d
+
+
+def resize_oriented_kernel(weight: Tensor, kernel_size: int) -> Tensor:
+    """Centre-crop or zero-pad an oriented kernel to a new odd length.
+
+    Args:
+        weight (Tensor): (C, 1, 1, K) or (C, K) kernel with K odd.
+        kernel_size (int): New odd length K'.
+
+    Returns:
+        Tensor: Same leading shape with last dimension K'; taps keep their offset from the centre.
+    """
+    k = weight.shape[-1]
+    if k % 2 == 0 or kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f'oriented kernels have odd lengths, got {k} -> {kernel_size}')
+    if kernel_size <= k:
+        start = (k - kernel_size) // 2
+        return weight[..., start:start + kernel_size].clone()
+    pad = (kernel_size - k) // 2
+    return F.pad(weight, (pad, pad))
+
+
+def extract_state_dict(checkpoint: dict, prefix: Optional[str] = None) -> 'OrderedDict[str, Tensor]':
+    """The state dict of an mmengine-style checkpoint, ``module.`` removed, optionally one prefix.
+
+    Args:
+        checkpoint (dict): A loaded checkpoint: ``{'state_dict': ...}`` or a plain state dict.
+        prefix (str, optional): Keep only the keys under this prefix (e.g. ``'backbone.'``) and
+            strip it. Default: None.
+
+    Returns:
+        OrderedDict[str, Tensor]: The selected tensors.
+    """
+    if not isinstance(checkpoint, dict):
+        raise TypeError(f'expected a checkpoint dict, got {type(checkpoint).__name__}')
+    state_dict = checkpoint.get('state_dict', checkpoint)
+    if 'model' in state_dict and isinstance(state_dict['model'], dict):
+        raise ValueError(
+            'this looks like an unconverted training checkpoint (it has a "model" entry, as the '
+            'authors\' and the official ConvNeXt releases do); convert it with '
+            '`python tools/convert_checkpoint.py` first')
+    state_dict = OrderedDict((re.sub(r'^module\.', '', k), v) for k, v in state_dict.items()
+                             if isinstance(v, Tensor))
+    if prefix:
+        if not prefix.endswith('.'):
+            prefix += '.'
+        selected = OrderedDict((k[len(prefix):], v) for k, v in state_dict.items() if k.startswith(prefix))
+        if not selected:
+            raise KeyError(f'no key of the checkpoint starts with prefix {prefix!r}; its first keys are '
+                           f'{list(state_dict)[:5]}')
+        state_dict = selected
+    return state_dict
+
+
+def adapt_state_dict(model: nn.Module,
+                     state_dict: Dict[str, Tensor],
+                     optional: Callable[[str], bool] = lambda key: False,
+                     logger: str = 'current') -> 'OrderedDict[str, Tensor]':
+    """Check a state dict against a model and resize its oriented kernels to the model's.
+
+    Rules: an oriented kernel (the ``weight`` of an :class:`~mmo1d.ops.OrientedDWConv1d`) whose
+    length differs is centre-cropped or zero-padded (logged); angles (``theta``) are constants of
+    the model: they may be absent, and when present must equal the model's; keys for which
+    ``optional(key)`` is true may be absent (the model keeps their initial values, logged) or
+    unexpected (ignored, logged). Any other missing or unexpected key or shape mismatch is an
+    error that names all of them.
+
+    Args:
+        model (nn.Module): Target model.
+        state_dict (dict[str, Tensor]): Tensors to load, keyed like ``model.state_dict()``.
+        optional (callable): Predicate on keys that may be absent or extra. Default: none.
+        logger (str): mmengine logger name for the messages. Default: 'current'.
+
+    Returns:
+        OrderedDict[str, Tensor]: Tensors ready for ``model.load_state_dict(..., strict=False)``:
+        resized kernels, no angles, no ignored keys.
+    """
+    target = model.state_dict()
+    oriented = {f'{name}.weight': m.kernel_size for name, m in model.named_modules()
+                if isinstance(m, OrientedDWConv1d)}
+    result = OrderedDict()
+    unexpected: List[str] = []
+    mismatched: Dict[str, str] = {}
+    for key, value in state_dict.items():
+        if key not in target:
+            if optional(key):
+                print_log(f'pretrained: ignored {key} (not used by this model)', logger=logger)
+            else:
+                unexpected.append(key)
+            continue
+        want = target[key]
+        if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
+            if value.shape != want.shape or not torch.allclose(value.float(), want.cpu(), atol=1e-5):
+                mismatched[key] = 'angles differ from the model\'s: check directions and layer_rotation'
+            continue
+        if key in oriented and value.shape != want.shape and value.dim() == 4 \
+                and value.shape[:3] == want.shape[:3]:
+            print_log(f'pretrained: resized oriented kernel {key} from 1x{value.shape[-1]} to '
+                      f'1x{want.shape[-1]}', logger=logger)
+            value = resize_oriented_kernel(value, want.shape[-1])
+        if value.shape != want.shape:
+            mismatched[key] = f'checkpoint {tuple(value.shape)}, model {tuple(want.shape)}'
+            continue
+        result[key] = value
+    missing = []
+    for key in target:
+        if key in state_dict or key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
+            continue
+        if optional(key):
+            print_log(f'pretrained: {key} is not in the checkpoint and keeps its initial value',
+                      logger=logger)
+        else:
+            missing.append(key)
+    if unexpected or missing or mismatched:
+        lines = []
+        if missing:
+            lines.append(f'missing keys: {missing}')
+        if unexpected:
+            lines.append(f'unexpected keys: {unexpected}')
+        if mismatched:
+            lines.append('mismatched tensors: ' + '; '.join(f'{k} ({why})' for k, why in mismatched.items()))
+        raise RuntimeError(f'the checkpoint does not fit {type(model).__name__}: ' + ' | '.join(lines))
+    return result
+
+
+def load_pretrained(model: nn.Module,
+                    filename: str,
+                    prefix: Optional[str] = None,
+                    optional: Callable[[str], bool] = lambda key: False,
+                    map_location: str = 'cpu',
+                    logger: str = 'current') -> None:
+    """Load a checkpoint into a model with :func:`adapt_state_dict`'s rules.
+
+    Args:
+        model (nn.Module): Target model.
+        filename (str): Checkpoint path or URL (anything mmengine's ``CheckpointLoader`` reads).
+        prefix (str, optional): Load only the keys under this prefix (e.g. ``'backbone.'``).
+        optional (callable): Predicate on keys that may be absent or extra. Default: none.
+        map_location (str): Where to load the tensors. Default: 'cpu'.
+        logger (str): mmengine logger name. Default: 'current'.
+    """
+    checkpoint = CheckpointLoader.load_checkpoint(filename, map_location=map_location, logger=logger)
+    state_dict = adapt_state_dict(model, extract_state_dict(checkpoint, prefix), optional, logger)
+    model.load_state_dict(state_dict, strict=False)
+    print_log(f'pretrained: loaded {len(state_dict)} tensors from {filename}', logger=logger)

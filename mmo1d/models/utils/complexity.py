@@ -1,0 +1,72 @@
+"""Parameter and FLOP counts of models with oriented 1D kernels.
+
+Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023, report FLOPs
+the fvcore way (one multiply-add = one FLOP, element-wise operations not counted). mmengine's
+fvcore-style :class:`~mmengine.analysis.FlopAnalyzer` does not know the custom
+``mmo1d::oriented_dwconv1d`` op; :func:`oriented_dwconv1d_flop_jit` counts it like a depthwise
+convolution: K multiply-adds per output element (bias and the residual add not counted).
+"""
+from collections import Counter
+from typing import Any, List, Sequence, Tuple
+
+import torch
+from mmengine.analysis import FlopAnalyzer
+from mmengine.analysis.jit_handles import get_shape
+from torch import nn
+
+OP_NAME = 'mmo1d::oriented_dwconv1d'
+
+
+def oriented_dwconv1d_flop_jit(inputs: List[Any], outputs: List[Any]) -> 'Counter[str]':
+    """FlopAnalyzer handle of ``mmo1d::oriented_dwconv1d``: N * C * H' * W' * K multiply-adds.
+
+    Args:
+        inputs (list): Traced inputs (input, weight (C, K), theta, bias, stride, ...).
+        outputs (list): Traced outputs, the first of shape (N, C, H', W').
+
+    Returns:
+        Counter[str]: ``{'oriented_dwconv1d': flops}``.
+    """
+    out_shape = get_shape(outputs[0])
+    kernel_size = get_shape(inputs[1])[-1]
+    numel = 1
+    for size in out_shape:
+        numel *= size
+    return Counter({'oriented_dwconv1d': numel * kernel_size})
+
+
+def flop_analyzer(model: nn.Module, inputs: Tuple[torch.Tensor, ...]) -> FlopAnalyzer:
+    """An mmengine FlopAnalyzer that counts the oriented op, with element-wise ops silenced.
+
+    Args:
+        model (nn.Module): Model to trace (put it in eval mode first).
+        inputs (tuple[Tensor]): Inputs of ``model.forward``.
+
+    Returns:
+        FlopAnalyzer: ``.total()`` gives the FLOPs, ``.by_module()`` the breakdown.
+    """
+    # Element-wise operations (GELU, adds, layer scale) stay uncounted, as in the paper's
+    # fvcore convention, hence no warnings about them.
+    analyzer = FlopAnalyzer(model, inputs).set_op_handle(OP_NAME, oriented_dwconv1d_flop_jit)
+    return analyzer.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+
+
+def model_complexity(model: nn.Module, input_shape: Sequence[int] = (3, 224, 224)) -> Tuple[int, int]:
+    """FLOPs (multiply-adds) for one image and trainable parameters (angles are buffers).
+
+    Args:
+        model (nn.Module): Model taking a (1, *input_shape) tensor.
+        input_shape (Sequence[int]): (C, H, W) of one image. Default: (3, 224, 224).
+
+    Returns:
+        tuple[int, int]: ``(flops, params)``.
+    """
+    params = sum(p.numel() for p in model.parameters())
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            flops = flop_analyzer(model, (torch.zeros(1, *input_shape), )).total()
+    finally:
+        model.train(was_training)
+    return flops, params

@@ -1,0 +1,110 @@
+"""Layers of the oriented 1D ConvNeXt models against independent oracles."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmo1d.models.layers import DepthwiseOrientedStem, DropPath, LayerNorm2d, OrientedConvNeXtBlock
+from mmo1d.ops import oriented_dwconv1d_reference
+
+
+def _randomise(module: torch.nn.Module) -> None:
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.2)
+
+
+@pytest.mark.parametrize('channels_last', [False, True])
+def test_layer_norm_2d_matches_per_pixel_norm(channels_last):
+    norm = LayerNorm2d(6)
+    _randomise(norm)
+    x = torch.randn(2, 6, 5, 7)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = norm(x)
+    mean = x.mean(1, keepdim=True)
+    var = x.var(1, unbiased=False, keepdim=True)
+    expected = (x - mean) / torch.sqrt(var + 1e-6) * norm.weight[:, None, None] + norm.bias[:, None, None]
+    torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match='N, C, H, W'):
+        norm(torch.randn(2, 6, 5))
+
+
+def test_drop_path():
+    drop = DropPath(0.5)
+    x = torch.ones(64, 3, 2, 2)
+    drop.eval()
+    assert drop(x) is x
+    drop.train()
+    torch.manual_seed(0)
+    y = drop(x)
+    per_sample = y.flatten(1)
+    # Every sample is either dropped or kept and scaled by 1 / (1 - p), as a whole.
+    assert set(per_sample.unique().tolist()) <= {0.0, 2.0}
+    assert (per_sample == per_sample[:, :1]).all()
+    assert 0 < (per_sample[:, 0] == 0).sum() < 64
+    with pytest.raises(ValueError, match='drop_prob'):
+        DropPath(1.0)
+
+
+def _block_oracle(block: OrientedConvNeXtBlock, x: torch.Tensor) -> torch.Tensor:
+    """The block written out with the reference op and functional calls, NCHW throughout."""
+    dw = block.depthwise_conv
+    if isinstance(dw, torch.nn.Conv2d):
+        h = F.conv2d(x, dw.weight, dw.bias, padding=dw.padding, groups=dw.groups)
+    else:
+        h = oriented_dwconv1d_reference(x, dw.weight, dw.theta, dw.bias)
+    h = F.layer_norm(h.permute(0, 2, 3, 1), h.shape[1:2], block.norm.weight, block.norm.bias, 1e-6)
+    h = F.gelu(F.linear(h, block.pointwise_conv1.weight, block.pointwise_conv1.bias))
+    if block.mid_conv is not None:
+        mid = block.mid_conv
+        h = oriented_dwconv1d_reference(h.permute(0, 3, 1, 2), mid.weight, mid.theta, mid.bias).permute(
+            0, 2, 3, 1) + h
+    h = F.linear(h, block.pointwise_conv2.weight, block.pointwise_conv2.bias) * block.gamma
+    return x + h.permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize('oriented,kernel_size,mid', [(False, 7, None), (True, 9, None), (True, 5, 9),
+                                                      (False, 3, 11)])
+@pytest.mark.parametrize('angle_offset', [0.0, 0.5])
+def test_block_matches_oracle(oriented, kernel_size, mid, angle_offset):
+    block = OrientedConvNeXtBlock(8, kernel_size, oriented, mid, directions=4, angle_offset=angle_offset)
+    _randomise(block)
+    x = torch.randn(2, 8, 9, 11)
+    torch.testing.assert_close(block(x), _block_oracle(block, x), atol=1e-4, rtol=1e-4)
+    # channels_last input: same values, channels_last output.
+    y = block(x.contiguous(memory_format=torch.channels_last))
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(y, _block_oracle(block, x), atol=1e-4, rtol=1e-4)
+    assert (mid is not None) == (block.mid_conv is not None)
+    if block.mid_conv is not None:
+        assert block.mid_conv.channels == 32 and block.mid_conv.kernel_size == mid
+
+
+def test_block_layer_scale_and_errors():
+    block = OrientedConvNeXtBlock(8, 7, False, layer_scale_init_value=0.0)
+    assert block.gamma is None
+    assert 'gamma' not in dict(block.named_parameters())
+    assert torch.equal(OrientedConvNeXtBlock(8, 7, True).gamma, torch.full((8, ), 1e-6))
+    with pytest.raises(ValueError, match='odd'):
+        OrientedConvNeXtBlock(8, 6, True)
+
+
+def test_depthwise_oriented_stem_matches_oracle():
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
+    _randomise(stem)
+    x = torch.randn(2, 3, 13, 18)
+    ln = lambda h, m: F.layer_norm(h, h.shape[-1:], m.weight, m.bias, 1e-6)  # noqa: E731
+    h = F.linear(x.permute(0, 2, 3, 1), stem.pw1.weight, stem.pw1.bias).permute(0, 3, 1, 2)
+    h = oriented_dwconv1d_reference(h, stem.dw1.weight, stem.dw1.theta, stem.dw1.bias, stride=2)
+    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm1)).permute(0, 3, 1, 2)
+    h = oriented_dwconv1d_reference(h, stem.dw2.weight, stem.dw2.theta, stem.dw2.bias, stride=2)
+    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm2))
+    h = ln(F.linear(h, stem.pw2.weight, stem.pw2.bias), stem.norm3).permute(0, 3, 1, 2)
+    y = stem(x)
+    assert y.shape == (2, 16, 4, 5)  # ceil(ceil(13 / 2) / 2), ceil(ceil(18 / 2) / 2)
+    torch.testing.assert_close(y, h, atol=1e-4, rtol=1e-4)
+    # Spec: first oriented conv offset 0, second offset 0.5 (90 degrees further).
+    assert stem.dw1.stride == stem.dw2.stride == 2
+    torch.testing.assert_close(stem.dw2.theta, torch.remainder(stem.dw1.theta + torch.pi / 2, torch.pi))
