@@ -13,10 +13,13 @@ Layouts written under ``--out`` (default ``data/demo``)::
     coco/{train2017,val2017}/*.jpg
     coco/annotations/instances_{train2017,val2017}.json
 
-ADE20K semantics (``reduce_zero_label=True``): 0 = clutter (ignored), 1 = ground, 2 = disc,
-3 = square, 4 = triangle, 5 = bar. The COCO files carry the 80 COCO categories with their official
-ids and names, so unchanged COCO configs (80 classes, ``CocoMetric``) run on them; the shapes are
-annotated as the COCO categories listed in ``COCO_CATEGORY_OF_SHAPE``, with polygon masks.
+Both datasets use the real label spaces, so unchanged ADE20K (150 classes) and COCO (80 classes)
+configs run on them, and a config can pick the five demo classes by name (mmseg maps a subset of
+ADE20K's classes to 0..N-1; mmdet keeps the 80 COCO categories).
+ADE20K annotation PNGs follow ``reduce_zero_label`` semantics: 0 = clutter ("other", ignored),
+k = ADE20K class k - 1; ground, disc, square, triangle and bar are drawn as the ADE20K classes in
+``ADE20K_CLASS_OF``. The COCO json files list the 80 COCO categories with their official ids and
+names; the shapes are annotated, with polygon masks, as the categories in ``COCO_CATEGORY_OF``.
 
 Example::
 
@@ -33,12 +36,18 @@ import cv2
 import numpy as np
 
 SHAPES: Tuple[str, ...] = ('disc', 'square', 'triangle', 'bar')
-#: Classes of the semantic-segmentation demo, in label order 1..5 of the annotation PNGs.
-SEG_CLASSES: Tuple[str, ...] = ('ground', ) + SHAPES
-SEG_PALETTE: Tuple[Tuple[int, int, int], ...] = ((120, 120, 120), (220, 20, 60), (0, 130, 200),
-                                                 (250, 190, 30), (60, 180, 75))
+#: Regions of a scene: label 0 of :func:`draw_scene` is clutter, label i + 1 is ``REGIONS[i]``.
+REGIONS: Tuple[str, ...] = ('ground', ) + SHAPES
+#: ADE20K class (name, value in the annotation PNGs = class index + 1) drawn for each region.
+ADE20K_CLASS_OF: Dict[str, Tuple[str, int]] = {
+    'ground': ('floor', 4),
+    'disc': ('ball', 120),
+    'square': ('box', 42),
+    'triangle': ('flag', 150),
+    'bar': ('pole', 94),
+}
 #: COCO category (official name) under which each shape is annotated in the instance files.
-COCO_CATEGORY_OF_SHAPE: Dict[str, str] = {
+COCO_CATEGORY_OF: Dict[str, str] = {
     'disc': 'sports ball',
     'square': 'book',
     'triangle': 'kite',
@@ -148,7 +157,7 @@ def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: i
 
     Returns:
         ``(image, seg, instances)``: BGR uint8 image (H, W, 3); uint8 label map (H, W) with
-        0 = clutter, 1 = ground, 2.. = shapes in :data:`SHAPES` order; the drawn shapes.
+        0 = clutter and i + 1 = ``REGIONS[i]``; the drawn shapes.
     """
     if height < 32 or width < 32:
         raise ValueError(f'images must be at least 32x32 pixels, got {height}x{width}')
@@ -180,7 +189,7 @@ def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: i
         shading = np.linspace(-25, 25, width)[None, :, None] * math.cos(angle)
         painted = np.clip(colour[None, None, :] + shading, 0, 255).astype(np.uint8)
         image = np.where(mask[..., None].astype(bool), np.broadcast_to(painted, image.shape), image)
-        seg[mask.astype(bool)] = 2 + SHAPES.index(shape)
+        seg[mask.astype(bool)] = 1 + REGIONS.index(shape)
         instances.append(Instance(shape, polygon))
     # Clutter: short scribbles on free ground, labelled 0 (ignored) like ADE20K's "other".
     for _ in range(int(rng.integers(0, 3))):
@@ -212,6 +221,9 @@ def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: in
         width: Image width.
         seed: Seed of the split-specific random generators.
     """
+    to_ade = np.zeros(256, np.uint8)
+    for i, region in enumerate(REGIONS):
+        to_ade[i + 1] = ADE20K_CLASS_OF[region][1]
     for split_index, (split, count) in enumerate(split_sizes.items()):
         rng = np.random.default_rng([seed, 1, split_index])
         img_dir = root / 'images' / split
@@ -222,7 +234,7 @@ def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: in
             image, seg, _ = draw_scene(rng, height, width)
             stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
             _write_image(img_dir / f'{stem}.jpg', image)
-            _write_image(ann_dir / f'{stem}.png', seg)
+            _write_image(ann_dir / f'{stem}.png', to_ade[seg])
 
 
 def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
@@ -252,7 +264,7 @@ def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
             for inst in instances:
                 annotations.append(
                     dict(id=len(annotations) + 1, image_id=i + 1,
-                         category_id=cat_id[COCO_CATEGORY_OF_SHAPE[inst.shape]],
+                         category_id=cat_id[COCO_CATEGORY_OF[inst.shape]],
                          segmentation=[[round(float(v), 2) for v in inst.polygon.reshape(-1)]],
                          area=round(inst.area, 2), bbox=[round(v, 2) for v in inst.bbox],
                          iscrowd=0))

@@ -1,0 +1,5 @@
+# Cascade Mask R-CNN 3x COCO with ConvNeXt-B-2D++:
+# 7x7 depthwise convs, plus a residual oriented 1D conv on the expanded MLP features.
+_base_ = './cascade-mask-rcnn_oriented-convnext-b-1d_fpn_4conv1fc-giou_amp-ms-crop-3x_coco.py'
+
+model = dict(backbone=dict(variant='2dpp'))

@@ -1,0 +1,5 @@
+# UperNet 160k ADE20K with ConvNeXt-B
+# (7x7 depthwise convs), the baseline reproduced with the same backbone code and recipe.
+_base_ = './oriented-convnext-base-1d_upernet_8xb2-amp-160k_ade20k-512x512.py'
+
+model = dict(backbone=dict(variant='2d'))

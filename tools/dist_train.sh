@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Distributed training with torchrun: one process per GPU, on one or several nodes.
+#   bash tools/dist_train.sh CONFIG GPUS [train.py arguments...]
+# Several nodes: run the same command on every node with
+#   NNODES=<nodes> NODE_RANK=<0..NNODES-1> MASTER_ADDR=<address of node 0> PORT=<free port>
+set -euo pipefail
+
+if [ "$#" -lt 2 ]; then
+    echo "usage: $0 CONFIG GPUS [train.py arguments...]" >&2
+    exit 2
+fi
+CONFIG=$1
+GPUS=$2
+if ! [[ "$GPUS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "$0: GPUS must be a positive integer, got '$GPUS'" >&2
+    exit 2
+fi
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+PORT=${PORT:-29500}
+MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+PYTHONPATH="$HERE/..${PYTHONPATH:+:$PYTHONPATH}" \
+exec python -m torch.distributed.run \
+    --nnodes="$NNODES" \
+    --node_rank="$NODE_RANK" \
+    --master_addr="$MASTER_ADDR" \
+    --master_port="$PORT" \
+    --nproc_per_node="$GPUS" \
+    "$HERE/train.py" "$CONFIG" --launcher pytorch "${@:3}"
