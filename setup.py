@@ -8,6 +8,7 @@ selects the GPU architectures (default without a visible GPU: 8.0;8.6;8.9;9.0+PT
 Install with ``pip install --no-build-isolation -e .`` into an environment that has torch.
 """
 import glob
+import importlib.util
 import os
 import os.path as osp
 
@@ -17,6 +18,13 @@ from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, C
 
 ROOT = osp.dirname(osp.abspath(__file__))
 DEFAULT_ARCH_LIST = '8.0;8.6;8.9;9.0+PTX'
+
+
+def load_cuda_env():
+    spec = importlib.util.spec_from_file_location('cuda_env', osp.join(ROOT, 'mmo1d', 'ops', 'cuda_env.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def read_version() -> str:
@@ -47,13 +55,13 @@ def make_extension():
     if not os.environ.get('TORCH_CUDA_ARCH_LIST') and not torch.cuda.is_available():
         os.environ['TORCH_CUDA_ARCH_LIST'] = DEFAULT_ARCH_LIST
     sources += [osp.relpath(p, ROOT) for p in sorted(glob.glob(osp.join(ROOT, 'csrc', 'cuda', '*.cu')))]
-    # Some toolkits (e.g. pip-style layouts) keep libcudart in lib/ rather than lib64/.
-    library_dirs = [d for d in (osp.join(CUDA_HOME, 'lib'),) if osp.isdir(d)]
+    cuda_env = load_cuda_env()
     return CUDAExtension(
         'mmo1d._C',
         sources,
         define_macros=[('MMO1D_WITH_CUDA', None)],
-        library_dirs=library_dirs,
+        include_dirs=cuda_env.cuda_include_dirs(CUDA_HOME),
+        library_dirs=cuda_env.cuda_library_dirs(CUDA_HOME),
         extra_compile_args={
             'cxx': cxx_flags,
             'nvcc': ['-O3', '-std=c++20', '-lineinfo'],

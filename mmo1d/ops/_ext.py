@@ -12,6 +12,8 @@ import os.path as osp
 
 import torch
 
+from .cuda_env import cuda_include_dirs, cuda_library_dirs
+
 logger = logging.getLogger('mmo1d')
 
 try:
@@ -51,14 +53,13 @@ def ensure_cuda_kernels() -> None:
             '--no-build-isolation -e .`')
     logger.warning('mmo1d: compiling the CUDA kernels with ninja on first use (once per machine; '
                    'cached in the torch extensions directory)')
-    extra_ldflags = [f'-L{osp.join(CUDA_HOME, "lib")}'] if osp.isdir(osp.join(CUDA_HOME, 'lib')) else []
     load(
         name='mmo1d_cuda_kernels',
         sources=sources,
-        extra_include_paths=[_CSRC],
+        extra_include_paths=[_CSRC] + cuda_include_dirs(CUDA_HOME),
         extra_cflags=['-O3', '-std=c++20'],
         extra_cuda_cflags=['-O3', '-std=c++20', '-lineinfo'],
-        extra_ldflags=extra_ldflags,
+        extra_ldflags=[f'-L{d}' for d in cuda_library_dirs(CUDA_HOME)],
         is_python_module=False,
         verbose=False)
     _cuda_ready = True
