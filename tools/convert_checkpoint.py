@@ -1,0 +1,83 @@
+"""Convert ImageNet classifier checkpoints into OrientedConvNeXt checkpoints.
+
+Models of "Convolutional Networks with Oriented 1D Kernels" (Kirchmeyer & Deng, ICCV 2023).
+Sources (``--src-format``): the authors' released classifiers (``oriented1d``), official
+facebookresearch ConvNeXt (``official``), mmpretrain ConvNeXt (``mmpretrain``) and timm ConvNeXt
+(``timm``). Outputs: a backbone checkpoint for ``init_cfg=dict(type='Pretrained', checkpoint=...)``
+and / or an mmpretrain ImageClassifier checkpoint (``backbone.*``, ``head.fc.*``; load it with
+``load_from`` or, for a backbone, ``prefix='backbone.'``).
+
+Examples::
+
+    python tools/convert_checkpoint.py convnext_tiny_1d.pth --src-format oriented1d --ema \\
+        --backbone-out t1d_backbone.pth --classifier-out t1d_in1k.pth
+    python tools/convert_checkpoint.py convnext_tiny_1k_224_ema.pth --src-format official \\
+        --variant 2dpp --backbone-out t2dpp_init.pth
+"""
+import argparse
+import os
+import os.path as osp
+
+import torch
+
+from mmo1d.models.convert import SOURCE_FORMATS, arch_name, convert_state_dict, select_state_dict
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('src', help='source checkpoint (.pth)')
+    parser.add_argument('--src-format', required=True, choices=SOURCE_FORMATS, help='layout of the source')
+    parser.add_argument('--variant', choices=('2d', '1d', '1dpp', '2dpp'),
+                        help="target variant (default: the source's; a 2D source may target 2dpp)")
+    parser.add_argument('--ema', action='store_true',
+                        help='convert the EMA weights (model_ema / state_dict_ema)')
+    parser.add_argument('--mid-kernel-size', type=int, default=31,
+                        help='oriented kernel length of new 2D++ branches (default: 31)')
+    parser.add_argument('--backbone-out', help='write the backbone checkpoint here')
+    parser.add_argument('--classifier-out', help='write the mmpretrain ImageClassifier checkpoint here')
+    args = parser.parse_args(argv)
+    if not (args.backbone_out or args.classifier_out):
+        parser.error('give --backbone-out and/or --classifier-out')
+    return args
+
+
+def load_source(path: str) -> dict:
+    """Load a checkpoint without running arbitrary pickled code.
+
+    Training checkpoints of the authors and of official ConvNeXt also hold their ``argparse``
+    arguments, which are allowed explicitly.
+    """
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        return torch.load(path, map_location='cpu', weights_only=True)
+
+
+def save(state_dict: dict, path: str, meta: dict) -> None:
+    os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
+    torch.save({'state_dict': state_dict, 'meta': meta}, path)
+    print(f'wrote {path} ({len(state_dict)} tensors)')
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    source = select_state_dict(load_source(args.src), ema=args.ema)
+    result = convert_state_dict(source, args.src_format, args.variant, args.mid_kernel_size)
+    arch = arch_name(result.arch)
+    meta = dict(source=osp.basename(args.src), source_format=args.src_format, ema=args.ema, arch=arch,
+                variant=result.variant, kernel_sizes=result.kernel_sizes,
+                stem_kernel_size=result.stem_kernel_size)
+    print(f'arch={arch} variant={result.variant!r} kernel_sizes={result.kernel_sizes} '
+          f'stem_kernel_size={result.stem_kernel_size}')
+    if result.fresh:
+        print(f'{len(result.fresh)} tensors are not in the source and keep their initialisation:')
+        for key in result.fresh:
+            print(f'  {key}')
+    if args.backbone_out:
+        save(result.backbone, args.backbone_out, meta)
+    if args.classifier_out:
+        if 'head.fc.weight' not in result.classifier:
+            raise SystemExit('the source has no classification head: use --backbone-out only')
+        save(result.classifier, args.classifier_out, meta)
+
+
+if __name__ == '__main__':
+    main()
