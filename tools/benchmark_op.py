@@ -1,0 +1,251 @@
+"""Benchmark the oriented depthwise 1D convolution against PyTorch baselines on a CUDA GPU.
+
+Times (CUDA events, warm-up, median of repeats, all in one process):
+
+* ``mmo1d`` at every angle 0, 22.5, ..., 157.5 degrees and the 8-direction layout of the models;
+* ``torch_horizontal``: PyTorch's depthwise ``conv2d`` with a (1, K) kernel, NCHW, same dtype;
+* ``torch_2d_7x7``: PyTorch's depthwise 7x7 ``conv2d`` in the same dtype and layout (ConvNeXt);
+* ``masked_2d``: a KxK depthwise ``conv2d`` whose kernel is zero off the oriented lines;
+
+for fp32 NCHW and bf16 channels_last, forward and forward+backward (input and weight gradients),
+plus the peak memory of each and the device-to-device copy bandwidth (memory roofline). Writes
+``<out-dir>/<gpu>.json`` and ``<out-dir>/<gpu>.md``.
+
+Example::
+
+    python tools/benchmark_op.py --out-dir benchmarks/results
+"""
+import argparse
+import datetime
+import json
+import math
+import os.path as osp
+import platform
+import statistics
+import subprocess
+import sys
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+
+from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
+
+ANGLES = [22.5 * i for i in range(8)]
+CONFIGS = {'float32': (torch.float32, 'nchw'), 'bfloat16': (torch.bfloat16, 'channels_last')}
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--batch', type=int, default=64)
+    parser.add_argument('--channels', type=int, default=512)
+    parser.add_argument('--sizes', type=int, nargs='+', default=[14, 28, 56])
+    parser.add_argument('--kernel-sizes', type=int, nargs='+', default=[7, 15, 31])
+    parser.add_argument('--dtypes', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument('--repeats', type=int, default=50, help='timed repeats (median reported)')
+    parser.add_argument('--warmup', type=int, default=10)
+    parser.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
+    parser.add_argument('--out-dir', default='benchmarks/results')
+    return parser.parse_args(argv)
+
+
+def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
+    """Median time of ``fn(i)`` in milliseconds, measured with CUDA events."""
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def peak_bytes(fn: Callable[[int], None]) -> int:
+    """Peak memory allocated by one call beyond what was allocated before it."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn(0)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def copy_bandwidth_gbps(repeats: int) -> float:
+    n = 1 << 28  # 1 GiB of float32
+    src = torch.randn(n, device='cuda')
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda i: dst.copy_(src), repeats, 5)
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def masked_kernel(weight: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """(C, 1, K, K) kernel equal to the oriented op: the taps scattered onto a KxK grid."""
+    c, k = weight.shape
+    dh, dw = tap_offsets(theta, k)
+    dense = torch.zeros(c, k, k, dtype=weight.dtype, device=weight.device)
+    rows = (dh + k // 2).to(weight.device)
+    cols = (dw + k // 2).to(weight.device)
+    dense.index_put_((torch.arange(c, device=weight.device)[:, None].expand(c, k), rows, cols), weight,
+                     accumulate=True)
+    return dense[:, None]
+
+
+def make_step(conv: Callable, xs: List[torch.Tensor], weight: torch.Tensor, grads: List[torch.Tensor],
+              backward: bool) -> Callable[[int], None]:
+    def step(i: int) -> None:
+        x = xs[i % len(xs)]
+        out = conv(x, weight)
+        if backward:
+            torch.autograd.grad(out, (x, weight), grads[i % len(grads)])
+
+    return step
+
+
+def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
+    props = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
+                                capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        driver = 'unknown'
+    return {
+        'gpu': props.name,
+        'sm_count': props.multi_processor_count,
+        'driver': driver,
+        'torch': torch.__version__,
+        'cuda': torch.version.cuda,
+        'cudnn': torch.backends.cudnn.version(),
+        'python': platform.python_version(),
+        'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+        'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
+        'batch': args.batch,
+        'channels': args.channels,
+        'repeats': args.repeats,
+        'copy_bandwidth_GBps': round(bandwidth, 1),
+    }
+
+
+def run(args: argparse.Namespace) -> Dict:
+    assert torch.cuda.is_available(), 'the op benchmark needs a CUDA GPU'
+    torch.backends.cudnn.benchmark = True
+    bandwidth = copy_bandwidth_gbps(args.repeats)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    n, c = args.batch, args.channels
+    records = []
+
+    def record(impl, dtype_name, layout, h, k, angle, backward, fn):
+        ms = time_ms(fn, args.repeats, args.warmup)
+        rec = dict(impl=impl, dtype=dtype_name, layout=layout, H=h, K=k, angle_deg=angle,
+                   **{'pass': 'fwdbwd' if backward else 'fwd'}, ms=round(ms, 4), peak_mem_bytes=peak_bytes(fn))
+        records.append(rec)
+        print(f"{impl:17s} {dtype_name:8s} {layout:13s} H={h:3d} K={k:2d} angle={str(angle):6s} "
+              f"{rec['pass']:6s} {ms:8.3f} ms  peak {rec['peak_mem_bytes'] / 2**20:8.1f} MiB", flush=True)
+
+    for dtype_name in args.dtypes:
+        dtype, layout = CONFIGS[dtype_name]
+        fmt = torch.channels_last if layout == 'channels_last' else torch.contiguous_format
+        for h in args.sizes:
+            nbytes = n * c * h * h * torch.finfo(dtype).bits // 8
+            sets = max(1, min(8, math.ceil(3 * l2 / nbytes)))  # rotate inputs when they fit in L2
+            base = [torch.randn(n, c, h, h, device='cuda', dtype=dtype) for _ in range(sets)]
+            xs = [x.contiguous(memory_format=fmt).requires_grad_() for x in base]
+            xs_nchw = [x.contiguous().requires_grad_() for x in base]
+            grads = [torch.randn_like(x) for x in xs]
+            grads_nchw = [g.contiguous() for g in grads]
+            for backward in (False, True):
+                w7 = torch.randn(c, 1, 7, 7, device='cuda', dtype=dtype, requires_grad=True)
+                record('torch_2d_7x7', dtype_name, layout, h, 7, None, backward,
+                       make_step(lambda x, w: F.conv2d(x, w, padding=3, groups=c), xs, w7, grads, backward))
+                for k in args.kernel_sizes:
+                    weight = torch.randn(c, k, device='cuda', dtype=dtype, requires_grad=True)
+                    w_h = weight.detach()[:, None, None, :].clone().requires_grad_()
+                    record('torch_horizontal', dtype_name, 'nchw', h, k, None, backward,
+                           make_step(lambda x, w, k=k: F.conv2d(x, w, padding=(0, k // 2), groups=c), xs_nchw,
+                                     w_h, grads_nchw, backward))
+                    mixed = oriented_angles(c).cuda()
+                    if not args.no_masked:
+                        w_m = masked_kernel(weight.detach(), mixed).requires_grad_()
+                        record('masked_2d', dtype_name, layout, h, k, None, backward,
+                               make_step(lambda x, w, k=k: F.conv2d(x, w, padding=k // 2, groups=c), xs, w_m,
+                                         grads, backward))
+                    for angle in ANGLES + ['mixed8']:
+                        theta = mixed if angle == 'mixed8' else torch.full((c,), math.radians(angle), device='cuda')
+                        record('mmo1d', dtype_name, layout, h, k, angle, backward,
+                               make_step(lambda x, w, t=theta: oriented_dwconv1d(x, w, t), xs, weight, grads,
+                                         backward))
+            del base, xs, xs_nchw, grads, grads_nchw
+            torch.cuda.empty_cache()
+    return {'env': env_info(args, bandwidth), 'records': records}
+
+
+def summarize(result: Dict) -> str:
+    """Markdown tables: times, ratios to the baselines, angle spread, roofline, peak memory."""
+    env, recs = result['env'], result['records']
+    bw = env['copy_bandwidth_GBps']
+
+    def find(**kw):
+        return [r for r in recs if all(r[k] == v for k, v in kw.items())]
+
+    lines = [f"# Oriented depthwise 1D convolution on {env['gpu']}", '',
+             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
+             f"{env['date']}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats; "
+             f"copy bandwidth {bw} GB/s.", '', f"Command: `{env['command']}`", '',
+             'Times in ms. *any angle* = slowest of the 8 single-angle runs; ratios use it. '
+             '*horizontal* = PyTorch depthwise 1xK conv (NCHW, same dtype); *7x7* = PyTorch depthwise 7x7 '
+             '(same layout); *masked* = KxK depthwise conv zero off the lines; spread = slowest / fastest '
+             'angle; roofline = bytes of x and y / time / copy bandwidth (forward); memory = peak of mmo1d '
+             '(mixed8) / peak of horizontal.', '']
+    for dtype_name in CONFIGS:
+        layout = CONFIGS[dtype_name][1]
+        for pas in ('fwd', 'fwdbwd'):
+            rows = find(impl='mmo1d', dtype=dtype_name, **{'pass': pas})
+            if not rows:
+                continue
+            lines += [f'## {dtype_name}, {layout}, {"forward" if pas == "fwd" else "forward + backward"}', '',
+                      '| H | K | mmo1d any angle | mmo1d mixed8 | horizontal | 7x7 | masked | vs horizontal '
+                      '| vs 7x7 | spread | roofline | memory |',
+                      '|---|---|---|---|---|---|---|---|---|---|---|---|']
+            for h in sorted({r['H'] for r in rows}):
+                for k in sorted({r['K'] for r in rows}):
+                    angles = [r for r in rows if r['H'] == h and r['K'] == k and r['angle_deg'] != 'mixed8']
+                    if not angles:
+                        continue
+                    worst = max(r['ms'] for r in angles)
+                    best = min(r['ms'] for r in angles)
+                    mixed = find(impl='mmo1d', dtype=dtype_name, H=h, K=k, angle_deg='mixed8', **{'pass': pas})[0]
+                    hor = find(impl='torch_horizontal', dtype=dtype_name, H=h, K=k, **{'pass': pas})[0]
+                    d2 = find(impl='torch_2d_7x7', dtype=dtype_name, H=h, **{'pass': pas})[0]
+                    masked = find(impl='masked_2d', dtype=dtype_name, H=h, K=k, **{'pass': pas})
+                    elem = 4 if dtype_name == 'float32' else 2
+                    xy_bytes = 2 * env['batch'] * env['channels'] * h * h * elem
+                    roof = f"{100 * xy_bytes / (worst * 1e-3) / (bw * 1e9):.0f}%" if pas == 'fwd' else '-'
+                    lines.append(
+                        f"| {h} | {k} | {worst:.3f} | {mixed['ms']:.3f} | {hor['ms']:.3f} | {d2['ms']:.3f} | "
+                        f"{masked[0]['ms'] if masked else float('nan'):.3f} | {worst / hor['ms']:.2f}x | "
+                        f"{worst / d2['ms']:.2f}x | {worst / best:.2f} | {roof} | "
+                        f"{mixed['peak_mem_bytes'] / max(1, hor['peak_mem_bytes']):.2f}x |")
+            lines.append('')
+    return '\n'.join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    result = run(args)
+    name = result['env']['gpu'].replace(' ', '_').replace('/', '_')
+    json_path = osp.join(args.out_dir, f'{name}.json')
+    with open(json_path, 'w') as f:
+        json.dump(result, f, indent=1)
+    md = summarize(result)
+    with open(osp.join(args.out_dir, f'{name}.md'), 'w') as f:
+        f.write(md + '\n')
+    print(md)
+    print(f'wrote {json_path}')
+
+
+if __name__ == '__main__':
+    main()
