@@ -1,0 +1,40 @@
+"""tools/benchmark_model.py: the CPU smoke path writes complete results and skips a missing timm."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'benchmark_model.py'
+_spec = importlib.util.spec_from_file_location('benchmark_model', TOOL)
+benchmark_tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(benchmark_tool)
+
+
+def test_cpu_smoke(tmp_path, capsys, monkeypatch):
+    # Hide timm whether or not it is installed: the baseline must be skipped with a message.
+    monkeypatch.setitem(sys.modules, 'timm', None)
+    result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '64', '--archs', 'tiny',
+                                  '--variants', '1dpp', '--repeats', '2', '--warmup', '0',
+                                  '--out-dir', str(tmp_path)])
+    out = capsys.readouterr().out
+    assert 'timm is not installed: skipping the timm ConvNeXt baseline' in out
+    records = result['records']
+    assert {(r['model'], r['mode'], r['pass']) for r in records} == {
+        ('ConvNeXt-T-1D++ (mmo1d)', mode, pas) for mode in ('fp32', 'bf16') for pas in ('infer', 'train')}
+    assert all(r['ms'] > 0 and abs(r['img_per_s'] - 2 / (r['ms'] * 1e-3)) < 0.1 for r in records)
+    saved = json.loads((tmp_path / 'models_cpu.json').read_text())
+    assert saved['records'] == records and saved['env']['gpu'] == 'cpu' and saved['env']['timm'] is None
+    assert saved['env']['command'].startswith('python ')
+    md = (tmp_path / 'models_cpu.md').read_text()
+    assert '| ConvNeXt-T-1D++ (mmo1d) |' in md and '## bf16' in md and 'timm not installed' in md
+
+
+def test_no_gpu_message():
+    if benchmark_tool.torch.cuda.is_available():
+        pytest.skip('a GPU is present')
+    result = subprocess.run([sys.executable, str(TOOL), '--archs', 'tiny'], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0 and 'no CUDA device' in result.stderr

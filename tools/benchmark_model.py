@@ -1,0 +1,242 @@
+"""Throughput and peak memory of the OrientedConvNeXt classifiers against timm's ConvNeXt.
+
+Models of "Convolutional Networks with Oriented 1D Kernels" (Kirchmeyer & Deng, ICCV 2023), built
+from ``configs/mmpretrain`` (mmpretrain ImageClassifier: backbone, final norm, linear head), and
+timm's ``convnext_tiny`` / ``convnext_base`` with the same stochastic depth as the baseline, timed in
+the same process. For every model: inference (no grad) and a training step (forward,
+cross-entropy, backward, AdamW step), in float32 (NCHW) and in bfloat16 autocast with channels_last
+model and input. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats;
+throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated``. Writes
+``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command.
+
+Examples::
+
+    python tools/benchmark_model.py                       # T and B, batch 64 at 224, on the GPU
+    python tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny --repeats 2
+"""
+import argparse
+import datetime
+import importlib
+import json
+import os
+import os.path as osp
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+from torch import nn
+
+CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'configs', 'mmpretrain')
+VARIANTS = ('2d', '1d', '1dpp', '2dpp')
+MODES = {'fp32': (None, torch.contiguous_format), 'bf16': (torch.bfloat16, torch.channels_last)}
+PASSES = ('infer', 'train')
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--device', default='cuda', help='cuda (default) or cpu (a smoke test)')
+    parser.add_argument('--archs', nargs='+', default=['tiny', 'base'], choices=('tiny', 'base'))
+    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
+    parser.add_argument('--batch-size', type=int, default=64)
+    parser.add_argument('--img-size', type=int, default=224)
+    parser.add_argument('--repeats', type=int, default=20, help='timed steps (median reported)')
+    parser.add_argument('--warmup', type=int, help='untimed steps first (default: 10 on GPU, 1 on CPU)')
+    parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
+    parser.add_argument('--out-dir', default='benchmarks/results')
+    args = parser.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = 1 if args.device == 'cpu' else 10
+    return args
+
+
+def build_mmo1d(arch: str, variant: str) -> nn.Module:
+    """The ImageClassifier of ``configs/mmpretrain/oriented-convnext-{arch}-{variant}_32xb128_in1k.py``."""
+    from mmpretrain.registry import MODELS
+    cfg = Config.fromfile(osp.join(CONFIG_DIR, f'oriented-convnext-{arch}-{variant}_32xb128_in1k.py'))
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        # Construction-time weights: the timings do not depend on the initialisation.
+        return MODELS.build(cfg.model)
+
+
+def drop_path_rate(arch: str) -> float:
+    cfg = Config.fromfile(osp.join(CONFIG_DIR, f'oriented-convnext-{arch}-2d_32xb128_in1k.py'))
+    return cfg.model.backbone.drop_path_rate
+
+
+class Timer:
+    """Median milliseconds of a step: CUDA events on a GPU, ``perf_counter`` on the CPU."""
+
+    def __init__(self, device: torch.device, repeats: int, warmup: int) -> None:
+        self.device, self.repeats, self.warmup = device, repeats, warmup
+
+    def __call__(self, step: Callable[[], None]) -> float:
+        for _ in range(self.warmup):
+            step()
+        times = []
+        if self.device.type == 'cuda':
+            torch.cuda.synchronize(self.device)
+            for _ in range(self.repeats):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                step()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        else:
+            for _ in range(self.repeats):
+                start = time.perf_counter()
+                step()
+                times.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(times)
+
+
+def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch.device) -> List[Dict]:
+    """Inference and training throughput and peak memory of one model in every mode."""
+    timer = Timer(device, args.repeats, args.warmup)
+    records = []
+    for mode in args.modes:
+        dtype, memory_format = MODES[mode]
+        model.to(device, memory_format=memory_format)
+        x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
+        x = x.contiguous(memory_format=memory_format)
+        y = torch.randint(0, 1000, (args.batch_size, ), device=device)
+        for pas in PASSES:
+            model.train(pas == 'train')
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if pas == 'train' else None
+
+            def step(x=x, y=y, optimizer=optimizer, dtype=dtype) -> None:
+                with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                    if optimizer is None:
+                        with torch.no_grad():
+                            model(x)
+                        return
+                    loss = F.cross_entropy(model(x).float(), y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+
+            if device.type == 'cuda':
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            try:
+                ms = timer(step)
+            except torch.cuda.OutOfMemoryError:
+                ms = None
+            peak = torch.cuda.max_memory_allocated(device) if device.type == 'cuda' else None
+            rec = dict(model=name, mode=mode, **{'pass': pas}, ms=None if ms is None else round(ms, 3),
+                       img_per_s=None if ms is None else round(args.batch_size / (ms * 1e-3), 1),
+                       peak_mem_bytes=peak)
+            records.append(rec)
+            print(f"{name:26s} {mode:5s} {pas:5s} "
+                  + ('out of memory' if ms is None else f"{ms:9.2f} ms {rec['img_per_s']:9.1f} img/s")
+                  + ('' if peak is None else f'  peak {peak / 2**20:9.1f} MiB'), flush=True)
+            del optimizer, step
+            model.zero_grad(set_to_none=True)
+    return records
+
+
+def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optional[str]) -> Dict:
+    if device.type == 'cuda':
+        gpu = torch.cuda.get_device_name(device)
+        try:
+            driver = subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
+                                    capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+        except (OSError, subprocess.CalledProcessError, IndexError):
+            driver = 'unknown'
+    else:
+        gpu, driver = 'cpu', None
+    return {
+        'gpu': gpu, 'driver': driver, 'torch': torch.__version__, 'cuda': torch.version.cuda,
+        'cudnn': torch.backends.cudnn.version() if device.type == 'cuda' else None, 'timm': timm_version,
+        'python': platform.python_version(), 'cpu_threads': torch.get_num_threads(),
+        'tf32_matmul': torch.backends.cuda.matmul.allow_tf32, 'tf32_cudnn': torch.backends.cudnn.allow_tf32,
+        'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+        'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
+        'batch_size': args.batch_size, 'img_size': args.img_size, 'repeats': args.repeats,
+        'warmup': args.warmup,
+    }
+
+
+def summarize(result: Dict) -> str:
+    """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size."""
+    env, recs = result['env'], result['records']
+    lines = [f"# OrientedConvNeXt classifiers on {env['gpu']}", '',
+             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
+             f"timm {env['timm'] or 'not installed'}, {env['date']}; batch {env['batch_size']} at "
+             f"{env['img_size']}x{env['img_size']}; median of {env['repeats']} steps after {env['warmup']} "
+             'warm-up steps.', '', f"Command: `{env['command']}`", '',
+             'Inference: forward without gradients. Training: forward, cross-entropy, backward, AdamW step. '
+             'fp32: float32, NCHW. bf16: bfloat16 autocast, channels_last model and input. '
+             '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode.', '']
+    by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
+    models = list(dict.fromkeys(r['model'] for r in recs))
+
+    def fmt(value, scale=1.0, digits=1):
+        return '-' if value is None else f'{value / scale:.{digits}f}'
+
+    for mode in dict.fromkeys(r['mode'] for r in recs):
+        lines += [f'## {mode}', '', '| model | infer img/s | train img/s | infer vs timm | train vs timm | '
+                  'infer peak MiB | train peak MiB |', '|---|---|---|---|---|---|---|']
+        for model in models:
+            infer, train = by_key[model, mode, 'infer'], by_key[model, mode, 'train']
+            size = model.split('-')[1] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
+            ratios = []
+            for rec in (infer, train):
+                base = by_key.get((f"timm convnext_{'tiny' if size == 'T' else 'base'}", mode, rec['pass']))
+                ratios.append(None if not base or not base['img_per_s'] or rec['img_per_s'] is None
+                              else rec['img_per_s'] / base['img_per_s'])
+            lines.append(f"| {model} | {fmt(infer['img_per_s'])} | {fmt(train['img_per_s'])} | "
+                         f"{fmt(ratios[0], digits=2)} | {fmt(ratios[1], digits=2)} | "
+                         f"{fmt(infer['peak_mem_bytes'], 2**20, 0)} | {fmt(train['peak_mem_bytes'], 2**20, 0)} |")
+        lines.append('')
+    return '\n'.join(lines)
+
+
+NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++'}
+
+
+def main(argv: Optional[List[str]] = None) -> Dict:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == 'cuda':
+        if not torch.cuda.is_available():
+            raise SystemExit('no CUDA device: run on a GPU, or use --device cpu for a smoke test')
+        torch.backends.cudnn.benchmark = True
+    timm = None
+    if not args.no_timm:
+        try:
+            timm = importlib.import_module('timm')
+        except ImportError:
+            print('timm is not installed: skipping the timm ConvNeXt baseline (pip install timm to time it)')
+    records = []
+    for arch in args.archs:
+        if timm is not None:
+            baseline = timm.create_model(f'convnext_{arch}', pretrained=False, drop_path_rate=drop_path_rate(arch))
+            records += measure(f'timm convnext_{arch}', baseline, args, device)
+            del baseline
+        for variant in args.variants:
+            records += measure(f'ConvNeXt-{arch[0].upper()}{NAMES[variant]} (mmo1d)', build_mmo1d(arch, variant),
+                               args, device)
+    result = {'env': env_info(args, device, getattr(timm, '__version__', None)), 'records': records}
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = osp.join(args.out_dir, 'models_' + result['env']['gpu'].replace(' ', '_').replace('/', '_'))
+    with open(stem + '.json', 'w') as f:
+        json.dump(result, f, indent=1)
+    md = summarize(result)
+    with open(stem + '.md', 'w') as f:
+        f.write(md + '\n')
+    print(md)
+    print(f'wrote {stem}.json and {stem}.md')
+    return result
+
+
+if __name__ == '__main__':
+    main()
