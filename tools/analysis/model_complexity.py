@@ -14,7 +14,6 @@ import argparse
 import json
 from typing import List
 
-import torch
 from torch import Tensor, nn
 
 from mmo1d.models import OrientedConvNeXt
@@ -63,7 +62,6 @@ def measure(arch: str, variant: str, img_size: int, kernel_sizes: str, num_class
 
 def main(argv=None) -> List[dict]:
     args = parse_args(argv)
-    torch.set_grad_enabled(False)
     rows = [measure(a, v, args.img_size, args.kernel_sizes, args.num_classes)
             for a in args.archs for v in args.variants]
     print(f'| model | params (M) | FLOPs at {args.img_size}x{args.img_size} (G) |')
