@@ -218,3 +218,30 @@ def test_parameter_counts_match_paper(arch, variant):
     paper = PAPER_PARAMS[arch, variant]
     decimals = len(paper.split('.')[1]) if '.' in paper else 0
     assert f'{params / 1e6:.{decimals}f}' == paper
+
+
+@pytest.mark.parametrize('variant', VARIANTS)
+def test_channels_last_throughout_and_bf16_autocast(variant):
+    """Every stem, downsampling and block output stays channels_last (no layout round trips), and
+    bf16 autocast gives the float32 result up to bf16 precision."""
+    torch.manual_seed(0)
+    model = small(variant, out_indices=(0, 1, 2, 3), gap_before_final_norm=False)
+    model.init_weights()
+    model.eval()
+    layouts = []
+    hooks = [m.register_forward_hook(lambda m, i, o: layouts.append(o.is_contiguous(
+        memory_format=torch.channels_last))) for m in [*model.downsample_layers, *model.modules()]
+        if type(m).__name__ in ('OrientedConvNeXtBlock', 'DepthwiseOrientedStem', 'Sequential')]
+    x = torch.randn(2, 3, 32, 32)  # NCHW contiguous input
+    with torch.no_grad():
+        ref = model(x)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            low = model(x)
+    for h in hooks:
+        h.remove()
+    assert len(layouts) > 10 and all(layouts)
+    for a, b in zip(ref, low):
+        assert a.is_contiguous(memory_format=torch.channels_last)
+        assert (b.float() - a).abs().max() / a.abs().max() < 0.05
+    with pytest.raises(ValueError, match=r'\(N, C, H, W\) images'):
+        model(torch.randn(3, 32, 32))

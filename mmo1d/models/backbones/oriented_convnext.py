@@ -235,6 +235,8 @@ class OrientedConvNeXt(BaseModule):
             tuple[Tensor]: one (N, C_i, H_i, W_i) map per out index, or (N, C_i) with
             ``gap_before_final_norm``.
         """
+        if x.dim() != 4:
+            raise ValueError(f'OrientedConvNeXt expects (N, C, H, W) images, got shape {tuple(x.shape)}')
         # One copy of the image to NHWC memory; from here on no layer needs another.
         x = x.contiguous(memory_format=torch.channels_last)
         outs = []
