@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--variant', choices=('2d', '1d', '1dpp', '2dpp'),
                         help="target variant (default: the source's; a 2D source may target 2dpp)")
     parser.add_argument('--ema', action='store_true',
-                        help='convert the EMA weights (model_ema / state_dict_ema)')
+                        help='convert the EMA weights (model_ema / state_dict_ema / ema_state_dict)')
     parser.add_argument('--mid-kernel-size', type=int, default=31,
                         help='oriented kernel length of new 2D++ branches (default: 31)')
     parser.add_argument('--backbone-out', help='write the backbone checkpoint here')

@@ -181,20 +181,23 @@ def select_state_dict(checkpoint: dict, ema: bool = False) -> Dict[str, Tensor]:
 
     Args:
         checkpoint (dict): Loaded file: the authors' / official ConvNeXt (``model``,
-            ``model_ema``), mmengine / timm (``state_dict``, ``state_dict_ema``) or a plain
-            state dict.
+            ``model_ema``), mmengine (``state_dict``, and ``ema_state_dict`` from its EMAHook),
+            timm (``state_dict``, ``state_dict_ema``) or a plain state dict.
         ema (bool): Take the exponential moving average weights. Default: False.
 
     Returns:
         dict[str, Tensor]: The selected state dict.
     """
+    if ema and isinstance(checkpoint.get('ema_state_dict'), dict):
+        # mmengine's averaged model: the weights under "module.", plus its step counter.
+        return {k[len('module.'):]: v for k, v in checkpoint['ema_state_dict'].items() if k.startswith('module.')}
     keys = ('model_ema', 'state_dict_ema') if ema else ('model', 'state_dict')
     for key in keys:
         if isinstance(checkpoint.get(key), dict):
             return checkpoint[key]
     if ema:
-        raise KeyError('no EMA weights (model_ema / state_dict_ema) in the checkpoint; it has '
-                       f'{list(checkpoint)}')
+        raise KeyError('no EMA weights (model_ema / state_dict_ema / ema_state_dict) in the checkpoint; it '
+                       f'has {list(checkpoint)}')
     if checkpoint and all(isinstance(v, Tensor) for v in checkpoint.values()):
         return checkpoint
     raise KeyError(f'no model weights (model / state_dict) in the checkpoint; it has {list(checkpoint)}')

@@ -170,3 +170,6 @@ def test_conversion_errors():
     with pytest.raises(KeyError, match='no EMA weights'):
         select_state_dict({'model': sd}, ema=True)
     assert select_state_dict({'state_dict_ema': sd, 'state_dict': {}}, ema=True) is sd
+    mmengine_ema = {'steps': torch.tensor(5), **{f'module.{k}': v for k, v in sd.items()}}
+    picked = select_state_dict({'state_dict': {}, 'ema_state_dict': mmengine_ema}, ema=True)
+    assert picked.keys() == sd.keys() and all(picked[k] is sd[k] for k in sd)
