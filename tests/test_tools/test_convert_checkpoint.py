@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from mmengine.registry import DefaultScope
+from mmpretrain.models.backbones import ConvNeXt
 from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 
 from mmo1d.models import OrientedConvNeXt
@@ -173,3 +174,20 @@ def test_conversion_errors():
     mmengine_ema = {'steps': torch.tensor(5), **{f'module.{k}': v for k, v in sd.items()}}
     picked = select_state_dict({'state_dict': {}, 'ema_state_dict': mmengine_ema}, ema=True)
     assert picked.keys() == sd.keys() and all(picked[k] is sd[k] for k in sd)
+
+
+def test_mmpretrain_convnext_tiny_into_2d_tiny():
+    """The real size: mmpretrain's ConvNeXt-T and the converted '2d' T agree on a 64x64 input."""
+    torch.manual_seed(0)
+    ref = _perturb(ConvNeXt('tiny'))
+    source = {f'backbone.{k}': v for k, v in ref.state_dict().items()}
+    source.update({'head.fc.weight': torch.randn(1000, 768), 'head.fc.bias': torch.randn(1000)})
+    result = convert_state_dict(source, 'mmpretrain')
+    assert result.arch == OrientedConvNeXt.arch_settings['tiny'] and result.kernel_sizes == [7] * 4
+    assert result.classifier['head.fc.weight'] is source['head.fc.weight']
+    ours = OrientedConvNeXt('tiny', '2d')
+    ours.load_state_dict(result.backbone, strict=True)
+    ours.eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x)[0], ref(x)[0], atol=1e-5, rtol=1e-4)
