@@ -145,6 +145,35 @@ __device__ __forceinline__ acc_t source_value(const scalar_t* __restrict__ src, 
   return static_cast<acc_t>(src[i * row_stride + j * col_stride]);
 }
 
+// Stages a zero-padded source tile of EH x EW pixels x CB channels (channel fastest) in shared
+// memory, converted to the accumulation type. Each thread issues kLoadBatch independent loads
+// before its first store, so that enough loads are in flight to cover the memory latency.
+constexpr int kLoadBatch = 8;
+
+template <int CB, typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t* __restrict__ src,
+                                           int64_t row_stride, int64_t col_stride, int Hs, int Ws, int up,
+                                           int i0, int j0, int EH, int EW, int channels_left) {
+  const int total = EH * EW * CB;
+  for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * kLoadBatch) {
+    acc_t v[kLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * blockDim.x;
+      const int pix = e / CB, k = e - pix * CB;
+      const int ei = pix / EW, ej = pix - ei * EW;
+      v[b] = (e < total && k < channels_left)
+                 ? source_value<scalar_t, acc_t>(src + k, row_stride, col_stride, Hs, Ws, up, i0 + ei, j0 + ej)
+                 : acc_t(0);
+    }
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * blockDim.x;
+      if (e < total) S[e] = v[b];
+    }
+  }
+}
+
 struct GatherGeometry {
   int C, K;
   int Hs, Ws, up;     // source size and upsampling factor (stride, for the input gradient)
@@ -181,10 +210,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   }
   const scalar_t* sp = src + plane * g.Hs * g.Ws;
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
-  for (int e = threadIdx.x; e < EH * EW; e += blockDim.x) {
-    const int ei = e / EW, ej = e - ei * EW;
-    S[e] = source_value<scalar_t, acc_t>(sp, g.Ws, 1, g.Hs, g.Ws, g.up, i0 + ei, j0 + ej);
-  }
+  stage_tile<1, scalar_t, acc_t>(S, sp, g.Ws, 1, g.Hs, g.Ws, g.up, i0, j0, EH, EW, 1);
   __syncthreads();
   const acc_t b = bias != nullptr ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const int nout = th * twd;
@@ -269,14 +295,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
-  for (int e = threadIdx.x; e < EH * EW * CB; e += blockDim.x) {
-    const int pix = e / CB, k = e - pix * CB;
-    const int ei = pix / EW, ej = pix - ei * EW;
-    S[e] = (cg * CB + k < g.C)
-               ? source_value<scalar_t, acc_t>(sp + k, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, g.up,
-                                               i0 + ei, j0 + ej)
-               : acc_t(0);
-  }
+  stage_tile<CB, scalar_t, acc_t>(S, sp, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW,
+                                  g.C - cg * CB);
   __syncthreads();
   const acc_t b = (bias != nullptr && c_ok) ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const int nout = th * twd;
@@ -355,10 +375,7 @@ __global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t
     const scalar_t* xp = x + plane * g.Hs * g.Ws;
     const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
     __syncthreads();  // previous image's reads of S are done
-    for (int e = threadIdx.x; e < EH * EW; e += blockDim.x) {
-      const int ei = e / EW, ej = e - ei * EW;
-      S[e] = source_value<scalar_t, acc_t>(xp, g.Ws, 1, g.Hs, g.Ws, 1, i0 + ei, j0 + ej);
-    }
+    stage_tile<1, scalar_t, acc_t>(S, xp, g.Ws, 1, g.Hs, g.Ws, 1, i0, j0, EH, EW, 1);
     __syncthreads();
     for (int base = 0; base < nout; base += blockDim.x * kPerThread) {
       int sb[kPerThread];
@@ -443,14 +460,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
     const scalar_t* xp = x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
-    for (int e = threadIdx.x; e < EH * EW * CB; e += blockDim.x) {
-      const int pix = e / CB, k = e - pix * CB;
-      const int ei = pix / EW, ej = pix - ei * EW;
-      S[e] = (cg * CB + k < g.C)
-                 ? source_value<scalar_t, acc_t>(xp + k, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, 1,
-                                                 i0 + ei, j0 + ej)
-                 : acc_t(0);
-    }
+    stage_tile<CB, scalar_t, acc_t>(S, xp, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW,
+                                    g.C - cg * CB);
     __syncthreads();
     for (int base = 0; base < nout; base += slots * kPerThread) {
       int sb[kPerThread];
