@@ -179,7 +179,9 @@ def test_conversion_errors():
 def test_mmpretrain_convnext_tiny_into_2d_tiny():
     """The real size: mmpretrain's ConvNeXt-T and the converted '2d' T agree on a 64x64 input."""
     torch.manual_seed(0)
-    ref = _perturb(ConvNeXt('tiny'))
+    ref = ConvNeXt('tiny')
+    _perturb(ref)
+    ref.eval()  # mmpretrain's ConvNeXt.train() returns None, so no chaining
     source = {f'backbone.{k}': v for k, v in ref.state_dict().items()}
     source.update({'head.fc.weight': torch.randn(1000, 768), 'head.fc.bias': torch.randn(1000)})
     result = convert_state_dict(source, 'mmpretrain')
