@@ -1,10 +1,11 @@
 """Write small, learnable demo datasets in the ADE20K and COCO instance formats.
 
-Every image is a procedurally drawn scene: a textured ground (smooth colour field, oriented stripes
+Every image is a procedurally drawn scene: a muted textured ground (tinted grey, oriented stripes
 and grain) carrying a few non-overlapping flat-shaded shapes of four kinds (disc, square, triangle,
-oriented bar) in random colours, sizes and orientations, plus small scribbles that stand for
-unlabelled clutter. The shape kind can only be told from its geometry, so a model has to learn
-shapes, not colours.
+oriented bar) in random sizes and orientations, plus small scribbles that stand for unlabelled
+clutter. By default each kind of shape takes its colours from its own band of hues, which lets a
+small model learn the task in a few hundred CPU iterations; with ``--shape-only`` every shape gets
+any hue, so that only its geometry tells its kind.
 
 Layouts written under ``--out`` (default ``data/demo``)::
 
@@ -123,37 +124,41 @@ def _shape_polygon(shape: str, cx: float, cy: float, size: float, angle: float) 
 
 
 def _ground(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
-    """A textured ground: smooth random colour field, oriented stripes and grain, uint8 (H, W, 3)."""
-    coarse = rng.uniform(40, 215, size=(4, 4, 3)).astype(np.float32)
-    field = cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC)
+    """A textured, muted ground: tinted grey field, oriented stripes and grain, uint8 (H, W, 3)."""
+    grey = rng.uniform(70, 180)
+    coarse = grey + rng.uniform(-30, 30, size=(4, 4, 3)).astype(np.float32)
+    field = cv2.resize(coarse.astype(np.float32), (width, height), interpolation=cv2.INTER_CUBIC)
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     theta = rng.uniform(0, math.pi)
     period = rng.uniform(4, 14)
     stripes = np.sin(2 * math.pi * (xx * math.cos(theta) + yy * math.sin(theta)) / period)
-    field += rng.uniform(8, 30) * stripes[..., None]
-    field += rng.normal(0, rng.uniform(3, 12), size=field.shape).astype(np.float32)
+    field += rng.uniform(8, 25) * stripes[..., None]
+    field += rng.normal(0, rng.uniform(3, 10), size=field.shape).astype(np.float32)
     return np.clip(field, 0, 255).astype(np.uint8)
 
 
-def _object_colour(rng: np.random.Generator, ground: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """A random colour that differs clearly from the mean ground colour under ``mask``."""
-    under = ground[mask].reshape(-1, 3).mean(axis=0)
-    for _ in range(50):
-        colour = rng.uniform(0, 255, size=3)
-        if np.abs(colour - under).sum() > 150:
-            return colour
-    return 255 - under
+def _object_colour(rng: np.random.Generator, shape: str, colour_cue: bool) -> np.ndarray:
+    """A random saturated colour (BGR, float).
+
+    With ``colour_cue`` the hue (OpenCV scale 0-180) lies within 12 of 45 * (index of the shape);
+    otherwise it is any hue, so colour says nothing about the kind of shape.
+    """
+    hue = (45 * SHAPES.index(shape) + rng.uniform(-12, 12)) % 180 if colour_cue else rng.uniform(0, 180)
+    hsv = np.array([[[hue, rng.uniform(150, 255), rng.uniform(130, 255)]]], np.uint8)
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)[0, 0].astype(np.float32)
 
 
-def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: int = 4
-               ) -> Tuple[np.ndarray, np.ndarray, List[Instance]]:
+def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: int = 5,
+               colour_cue: bool = True) -> Tuple[np.ndarray, np.ndarray, List[Instance]]:
     """Draw one scene.
 
     Args:
         rng: Random generator (the only source of randomness).
         height: Image height in pixels (at least 32).
         width: Image width in pixels (at least 32).
-        max_objects: Upper bound on the number of shapes (at least 1 is drawn).
+        max_objects: Upper bound on the number of shapes (2 or more are tried; placement can
+            fail on small images, at least one always fits).
+        colour_cue: Give each kind of shape its own band of hues (see :func:`_object_colour`).
 
     Returns:
         ``(image, seg, instances)``: BGR uint8 image (H, W, 3); uint8 label map (H, W) with
@@ -166,12 +171,12 @@ def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: i
     occupied = np.zeros((height, width), np.uint8)
     instances: List[Instance] = []
     short = min(height, width)
-    num_objects = int(rng.integers(1, max_objects + 1))
+    num_objects = int(rng.integers(min(2, max_objects), max_objects + 1))
     for _ in range(num_objects * 20):
         if len(instances) == num_objects:
             break
         shape = SHAPES[int(rng.integers(len(SHAPES)))]
-        size = rng.uniform(0.1, 0.22) * short
+        size = rng.uniform(0.12, 0.25) * short
         angle = rng.uniform(0, 2 * math.pi)
         margin = size + 2
         if 2 * margin >= short:
@@ -185,7 +190,7 @@ def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: i
         if (cv2.dilate(mask, np.ones((5, 5), np.uint8)) & occupied).any() or mask.sum() < 16:
             continue
         occupied |= mask
-        colour = _object_colour(rng, image, mask.astype(bool))
+        colour = _object_colour(rng, shape, colour_cue)
         shading = np.linspace(-25, 25, width)[None, :, None] * math.cos(angle)
         painted = np.clip(colour[None, None, :] + shading, 0, 255).astype(np.uint8)
         image = np.where(mask[..., None].astype(bool), np.broadcast_to(painted, image.shape), image)
@@ -211,7 +216,7 @@ def _write_image(path: Path, image: np.ndarray) -> None:
 
 
 def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: int,
-                 seed: int) -> None:
+                 seed: int, colour_cue: bool = True) -> None:
     """Write an ADE20K-layout dataset under ``root`` (``ADEChallengeData2016``).
 
     Args:
@@ -220,6 +225,7 @@ def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: in
         height: Image height.
         width: Image width.
         seed: Seed of the split-specific random generators.
+        colour_cue: Give each kind of shape its own band of hues.
     """
     to_ade = np.zeros(256, np.uint8)
     for i, region in enumerate(REGIONS):
@@ -231,14 +237,14 @@ def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: in
         img_dir.mkdir(parents=True, exist_ok=True)
         ann_dir.mkdir(parents=True, exist_ok=True)
         for i in range(count):
-            image, seg, _ = draw_scene(rng, height, width)
+            image, seg, _ = draw_scene(rng, height, width, colour_cue=colour_cue)
             stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
             _write_image(img_dir / f'{stem}.jpg', image)
             _write_image(ann_dir / f'{stem}.png', to_ade[seg])
 
 
 def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
-               seed: int) -> None:
+               seed: int, colour_cue: bool = True) -> None:
     """Write a COCO-instance-layout dataset under ``root``.
 
     Args:
@@ -247,6 +253,7 @@ def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
         height: Image height.
         width: Image width.
         seed: Seed of the split-specific random generators.
+        colour_cue: Give each kind of shape its own band of hues.
     """
     cat_id = {name: cid for cid, name in COCO_CATEGORIES}
     categories = [dict(id=cid, name=name, supercategory='demo') for cid, name in COCO_CATEGORIES]
@@ -257,7 +264,7 @@ def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
         img_dir.mkdir(parents=True, exist_ok=True)
         images, annotations = [], []
         for i in range(count):
-            image, _, instances = draw_scene(rng, height, width)
+            image, _, instances = draw_scene(rng, height, width, colour_cue=colour_cue)
             file_name = f'{i + 1:012d}.jpg'
             _write_image(img_dir / file_name, image)
             images.append(dict(id=i + 1, file_name=file_name, height=height, width=width))
@@ -282,6 +289,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--seed', type=int, default=0, help='random seed (default: 0)')
     parser.add_argument('--which', choices=['ade', 'coco', 'both'], default='both',
                         help='which dataset(s) to write (default: both)')
+    parser.add_argument('--shape-only', action='store_true',
+                        help='draw every shape in any hue (default: one band of hues per kind)')
     parser.add_argument('--ade-size', type=int, nargs=2, default=[128, 128], metavar=('H', 'W'),
                         help='ADE20K-style image size (default: 128 128)')
     parser.add_argument('--ade-train', type=int, default=400, help='ADE20K training images')
@@ -308,12 +317,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.which in ('ade', 'both'):
         ade_root = out / 'ade' / 'ADEChallengeData2016'
         write_ade20k(ade_root, dict(training=args.ade_train, validation=args.ade_val),
-                     *args.ade_size, seed=args.seed)
+                     *args.ade_size, seed=args.seed, colour_cue=not args.shape_only)
         print(f'ADE20K-style data: {args.ade_train} + {args.ade_val} images in {ade_root}')
     if args.which in ('coco', 'both'):
         coco_root = out / 'coco'
         write_coco(coco_root, dict(train2017=args.coco_train, val2017=args.coco_val),
-                   *args.coco_size, seed=args.seed)
+                   *args.coco_size, seed=args.seed, colour_cue=not args.shape_only)
         print(f'COCO-style data: {args.coco_train} + {args.coco_val} images in {coco_root}')
 
 

@@ -76,7 +76,8 @@ def enable_visualization(cfg: Config, show: bool, show_dir: Optional[str],
     """Turn on the config's visualization hook, whichever toolbox it comes from.
 
     mmdet's hook takes ``draw`` and ``test_out_dir``; mmpretrain's takes ``enable`` and
-    ``out_dir``; mmseg's takes ``draw`` and saves through the visualizer's ``save_dir``.
+    ``out_dir``; mmseg's takes ``draw`` and saves through the visualizer's ``save_dir``. Every
+    test image is painted.
 
     Raises:
         KeyError: the config has no ``default_hooks.visualization``.
@@ -95,6 +96,8 @@ def enable_visualization(cfg: Config, show: bool, show_dir: Optional[str],
     for flag in ('draw', 'enable'):
         if flag in params:
             hook[flag] = True
+    if 'interval' in params:
+        hook['interval'] = 1  # paint every test image, not one in ``interval``
     if show:
         hook['show'] = True
         hook['wait_time'] = wait_time

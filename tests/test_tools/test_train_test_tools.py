@@ -1,0 +1,253 @@
+"""tools/train.py, tools/test.py and tools/dist_*.sh on the CPU demo configs and demo data."""
+import importlib.util
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Dict, List, Optional
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / 'tools'
+DEMO = REPO / 'configs' / 'demo'
+SEG_CFG = DEMO / 'oriented-convnext-demo-1d_upernet_1xb8-300iter_ade20k-demo-128x128.py'
+DET_CFG = DEMO / 'cascade-mask-rcnn_oriented-convnext-demo-1d_fpn_4conv1fc-giou_ms-crop-200iter_coco-demo.py'
+NUM_ADE_VAL = 3
+NUM_COCO_VAL = 2
+# Small and single-process data loading for a fast CPU run.
+FAST = [
+    'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
+    'train_dataloader.persistent_workers=False', 'val_dataloader.num_workers=0',
+    'val_dataloader.persistent_workers=False', 'test_dataloader.num_workers=0',
+    'test_dataloader.persistent_workers=False', 'default_hooks.logger.interval=1',
+]
+
+
+def _load_tool(name: str) -> ModuleType:
+    sys.path.insert(0, str(TOOLS))
+    spec = importlib.util.spec_from_file_location(f'mmo1d_tools_{name}', TOOLS / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(argv: List[str], cwd: Path, env: Optional[Dict[str, str]] = None) -> str:
+    """Run a command in ``cwd``; fail with its output's tail if it fails; return its output."""
+    full_env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore', **(env or {}))
+    proc = subprocess.run(argv, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f'{" ".join(argv)} failed ({proc.returncode}):\n{output[-4000:]}'
+    return output
+
+
+def _train(cwd: Path, cfg: Path, work_dir: Path, options: List[str], extra: List[str] = ()) -> str:
+    return _run([sys.executable, str(TOOLS / 'train.py'), str(cfg), '--work-dir', str(work_dir),
+                 *extra, '--cfg-options', *FAST, *options], cwd)
+
+
+def _test(cwd: Path, cfg: Path, checkpoint: Path, work_dir: Path, extra: List[str] = (),
+          options: List[str] = ()) -> str:
+    return _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir',
+                 str(work_dir), *extra, '--cfg-options', *FAST, *options], cwd)
+
+
+def _scalars(work_dir: Path) -> List[dict]:
+    """The json log records of the most recent run in ``work_dir``."""
+    runs = sorted(p for p in work_dir.iterdir() if p.is_dir() and p.name[:8].isdigit())
+    path = runs[-1] / 'vis_data' / 'scalars.json'
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _test_metrics(work_dir: Path) -> dict:
+    """The metrics a test run wrote to ``<work_dir>/<timestamp>/<timestamp>.json``."""
+    runs = sorted(p for p in work_dir.iterdir() if p.is_dir() and p.name[:8].isdigit())
+    return json.loads((runs[-1] / f'{runs[-1].name}.json').read_text())
+
+
+@pytest.fixture(scope='module')
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with ``data/demo`` (small), where the configs' relative data paths resolve."""
+    root = tmp_path_factory.mktemp('workspace')
+    _run([sys.executable, str(TOOLS / 'make_demo_data.py'), '--ade-train', '8', '--ade-val',
+          str(NUM_ADE_VAL), '--coco-train', '4', '--coco-val', str(NUM_COCO_VAL)], root)
+    return root
+
+
+@pytest.fixture(scope='module')
+def seg_run(workspace: Path) -> Path:
+    """A 4-iteration UperNet run with checkpoints at 2 and 4 and a validation at the end."""
+    work_dir = workspace / 'work_dirs' / 'seg'
+    _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=4', 'train_cfg.val_interval=4',
+                                          'default_hooks.checkpoint.interval=2'])
+    return work_dir
+
+
+def test_seg_train_logs_losses_checkpoints_and_validation(seg_run: Path) -> None:
+    assert (seg_run / 'iter_2.pth').is_file() and (seg_run / 'iter_4.pth').is_file()
+    assert (seg_run / 'last_checkpoint').read_text().strip().endswith('iter_4.pth')
+    records = _scalars(seg_run)
+    train = [r for r in records if 'loss' in r]
+    assert [r['iter'] for r in train] == [1, 2, 3, 4]
+    assert all(r['loss'] > 0 for r in train)
+    val = [r for r in records if 'mIoU' in r]
+    assert len(val) == 1 and 0 <= val[0]['mIoU'] <= 100
+
+
+def test_checkpoint_needs_the_allow_list_on_this_torch(seg_run: Path) -> None:
+    """The run's checkpoint is refused by plain torch.load (torch >= 2.6); the tools load it."""
+    if not hasattr(torch.serialization, 'add_safe_globals'):
+        pytest.skip('torch without weights_only allow-lists')
+    code = ('import sys, torch; torch.load(sys.argv[1], map_location="cpu")')
+    proc = subprocess.run([sys.executable, '-c', code, str(seg_run / 'iter_4.pth')],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and 'HistoryBuffer' in proc.stderr + proc.stdout
+
+
+def test_seg_resume_auto_continues_after_the_last_checkpoint(seg_run: Path, workspace: Path) -> None:
+    work_dir = workspace / 'work_dirs' / 'seg_resume_auto'
+    shutil.copytree(seg_run, work_dir)
+    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=6', 'train_cfg.val_interval=6',
+                                                   'default_hooks.checkpoint.interval=2'],
+                    extra=['--resume'])
+    assert 'resumed' in output.lower()
+    assert [r['iter'] for r in _scalars(work_dir) if 'loss' in r] == [5, 6]
+    assert (work_dir / 'iter_6.pth').is_file()
+
+
+def test_seg_resume_from_a_given_checkpoint(seg_run: Path, workspace: Path) -> None:
+    work_dir = workspace / 'work_dirs' / 'seg_resume_path'
+    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=3', 'train_cfg.val_interval=100',
+                                                   'default_hooks.checkpoint.interval=3'],
+                    extra=['--resume', str(seg_run / 'iter_2.pth')])
+    assert 'resumed' in output.lower()
+    assert [r['iter'] for r in _scalars(work_dir) if 'loss' in r] == [3]
+    resumed = torch.load(work_dir / 'iter_3.pth', map_location='cpu', weights_only=False)
+    assert resumed['meta']['iter'] == 3
+
+
+def test_seg_test_writes_metrics_predictions_and_paintings(seg_run: Path, workspace: Path) -> None:
+    work_dir = workspace / 'work_dirs' / 'seg_test'
+    pred_dir, show_dir = workspace / 'seg_preds', workspace / 'seg_vis'
+    _test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work_dir,
+          ['--out', str(pred_dir), '--show-dir', str(show_dir)])
+    metrics = _test_metrics(work_dir)
+    assert 0 <= metrics['mIoU'] <= 100 and 0 < metrics['aAcc'] <= 100
+    assert len(list(pred_dir.glob('*.png'))) == NUM_ADE_VAL
+    assert len(list(show_dir.rglob('*.png'))) == NUM_ADE_VAL
+
+
+def test_seg_tta_and_pickled_predictions(seg_run: Path, workspace: Path) -> None:
+    work_dir = workspace / 'work_dirs' / 'seg_tta'
+    out = workspace / 'seg_tta.pkl'
+    output = _test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work_dir, ['--tta', '--out', str(out)])
+    assert 'SegTTAModel' in output
+    assert 0 <= _test_metrics(work_dir)['mIoU'] <= 100
+    with open(out, 'rb') as f:
+        predictions = pickle.load(f)
+    assert len(predictions) == NUM_ADE_VAL
+    assert predictions[0]['pred_sem_seg']['data'].shape[-2:] == (128, 128)
+
+
+def test_det_train_and_test_with_coco_metric(workspace: Path) -> None:
+    work_dir = workspace / 'work_dirs' / 'det'
+    # After 2 iterations no class score passes the usual 0.05; keep every box so CocoMetric has
+    # detections to evaluate.
+    keep_all = ['model.test_cfg.rcnn.score_thr=0.0']
+    _train(workspace, DET_CFG, work_dir, ['train_cfg.max_iters=2', 'train_cfg.val_interval=2',
+                                          'default_hooks.checkpoint.interval=2', *keep_all])
+    assert (work_dir / 'iter_2.pth').is_file()
+    val = [r for r in _scalars(work_dir) if 'coco/bbox_mAP' in r]
+    assert len(val) == 1 and 'coco/segm_mAP' in val[0]
+
+    out = workspace / 'det.pkl'
+    test_dir = workspace / 'work_dirs' / 'det_test'
+    _test(workspace, DET_CFG, work_dir / 'iter_2.pth', test_dir, ['--out', str(out)], keep_all)
+    metrics = _test_metrics(test_dir)
+    for key in ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'):
+        assert -1 <= metrics[key] <= 1
+    with open(out, 'rb') as f:
+        predictions = pickle.load(f)
+    assert len(predictions) == NUM_COCO_VAL
+    instances = predictions[0]['pred_instances']
+    assert {'bboxes', 'scores', 'labels', 'masks'} <= set(instances)
+
+
+def test_dist_scripts_run_two_processes(seg_run: Path, workspace: Path) -> None:
+    """torchrun with 2 CPU processes (gloo; BN instead of SyncBN, which needs GPUs)."""
+    work_dir = workspace / 'work_dirs' / 'seg_dist'
+    cpu_dist = ['env_cfg.dist_cfg.backend=gloo', 'model.decode_head.norm_cfg.type=BN',
+                'model.auxiliary_head.norm_cfg.type=BN', 'train_dataloader.batch_size=1']
+    env = dict(PORT='29533', OMP_NUM_THREADS='1')
+    _run(['bash', str(TOOLS / 'dist_train.sh'), str(SEG_CFG), '2', '--work-dir', str(work_dir),
+          '--cfg-options', *FAST, *cpu_dist, 'train_cfg.max_iters=2', 'train_cfg.val_interval=2',
+          'default_hooks.checkpoint.interval=2'], workspace, env)
+    assert (work_dir / 'iter_2.pth').is_file()
+    test_dir = workspace / 'work_dirs' / 'seg_dist_test'
+    _run(['bash', str(TOOLS / 'dist_test.sh'), str(SEG_CFG), str(work_dir / 'iter_2.pth'), '2',
+          '--work-dir', str(test_dir), '--cfg-options', *FAST, *cpu_dist], workspace, env)
+    assert 0 <= _test_metrics(test_dir)['mIoU'] <= 100
+
+
+@pytest.fixture(scope='module')
+def train_tool() -> ModuleType:
+    return _load_tool('train')
+
+
+@pytest.fixture(scope='module')
+def test_tool() -> ModuleType:
+    return _load_tool('test')
+
+
+def test_train_bad_inputs_are_named(train_tool: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match='config file not found: nope.py'):
+        train_tool.main(['nope.py'])
+    with pytest.raises(FileNotFoundError, match='--resume checkpoint not found: missing.pth'):
+        train_tool.main([str(SEG_CFG), '--resume', 'missing.pth', '--work-dir', str(tmp_path)])
+    with pytest.raises(KeyError, match='--auto-scale-lr needs auto_scale_lr'):
+        train_tool.main([str(SEG_CFG), '--auto-scale-lr', '--work-dir', str(tmp_path)])
+
+
+def test_test_bad_inputs_are_named(test_tool: ModuleType, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match='checkpoint not found: missing.pth'):
+        test_tool.main([str(SEG_CFG), 'missing.pth'])
+    checkpoint = tmp_path / 'any.pth'
+    checkpoint.write_bytes(b'')
+    with pytest.raises(ValueError, match="a directory works only with mmseg's IoUMetric"):
+        test_tool.main([str(DET_CFG), str(checkpoint), '--out', str(tmp_path / 'dir'),
+                        '--work-dir', str(tmp_path)])
+
+
+def test_tta_defaults_add_flip_keys_for_detection(test_tool: ModuleType) -> None:
+    from mmengine.config import Config
+
+    cfg = Config.fromfile(str(DET_CFG))
+    test_tool.enable_tta(cfg)
+    assert cfg.model.type == 'DetTTAModel' and cfg.model.module.type == 'CascadeRCNN'
+    tta = cfg.test_dataloader.dataset.pipeline[-1]
+    assert tta.type == 'TestTimeAug'
+    assert [t['prob'] for t in tta.transforms[0]] == [1.0, 0.0]
+    assert {'flip', 'flip_direction'} <= set(tta.transforms[1][0]['meta_keys'])
+
+
+class _NotAllowed:
+    """A class that no allow-list names."""
+
+
+def test_allow_list_keeps_other_globals_refused(tmp_path: Path) -> None:
+    from mmengine.logging import HistoryBuffer
+
+    _load_tool('tool_utils').allow_mmengine_checkpoints()
+    buffer = HistoryBuffer()
+    buffer.update(1.5)
+    good, bad = tmp_path / 'good.pth', tmp_path / 'bad.pth'
+    torch.save({'hub': buffer}, good)
+    torch.save({'x': _NotAllowed()}, bad)
+    assert torch.load(good)['hub'].current() == 1.5
+    with pytest.raises(pickle.UnpicklingError, match='_NotAllowed'):
+        torch.load(bad)
