@@ -47,25 +47,27 @@ inline at::MemoryFormat output_memory_format(const at::Tensor& input) {
              : at::MemoryFormat::Contiguous;
 }
 
-// Argument checks shared by every device; errors name the offending argument.
-inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+// Argument checks shared by every device; errors name the offending argument. They raise
+// RuntimeError (TORCH_CHECK): throwing c10::ValueError from an extension crashed the process on
+// torch 2.11 (seen on the GPU machine), RuntimeError translates everywhere.
+static inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride) {
-  TORCH_CHECK_VALUE(input.dim() == 4, "oriented_dwconv1d: input must be 4-D (N, C, H, W), got ",
+  TORCH_CHECK(input.dim() == 4, "oriented_dwconv1d: input must be 4-D (N, C, H, W), got ",
                     input.dim(), "-D of shape ", input.sizes());
-  TORCH_CHECK_VALUE(weight.dim() == 2, "oriented_dwconv1d: weight must be 2-D (C, K), got shape ",
+  TORCH_CHECK(weight.dim() == 2, "oriented_dwconv1d: weight must be 2-D (C, K), got shape ",
                     weight.sizes());
-  TORCH_CHECK_VALUE(theta.dim() == 1, "oriented_dwconv1d: theta must be 1-D (C,), got shape ",
+  TORCH_CHECK(theta.dim() == 1, "oriented_dwconv1d: theta must be 1-D (C,), got shape ",
                     theta.sizes());
-  TORCH_CHECK_VALUE(stride >= 1, "oriented_dwconv1d: stride must be >= 1, got ", stride);
+  TORCH_CHECK(stride >= 1, "oriented_dwconv1d: stride must be >= 1, got ", stride);
   const int64_t C = input.size(1);
   const int64_t K = weight.size(1);
-  TORCH_CHECK_VALUE(K >= 1 && K % 2 == 1,
+  TORCH_CHECK(K >= 1 && K % 2 == 1,
                     "oriented_dwconv1d: kernel size must be odd and positive, got K=", K);
-  TORCH_CHECK_VALUE(input.size(2) >= 1 && input.size(3) >= 1,
+  TORCH_CHECK(input.size(2) >= 1 && input.size(3) >= 1,
                     "oriented_dwconv1d: input height and width must be >= 1, got ", input.sizes());
-  TORCH_CHECK_VALUE(weight.size(0) == C, "oriented_dwconv1d: weight has ", weight.size(0),
+  TORCH_CHECK(weight.size(0) == C, "oriented_dwconv1d: weight has ", weight.size(0),
                     " channels but input has ", C);
-  TORCH_CHECK_VALUE(theta.size(0) == C, "oriented_dwconv1d: theta has ", theta.size(0),
+  TORCH_CHECK(theta.size(0) == C, "oriented_dwconv1d: theta has ", theta.size(0),
                     " angles but input has ", C, " channels");
   TORCH_CHECK(input.is_floating_point(), "oriented_dwconv1d: input must be a floating-point tensor, got ",
               input.scalar_type());
@@ -77,7 +79,7 @@ inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight
               "oriented_dwconv1d: input (", input.device(), "), weight (", weight.device(),
               ") and theta (", theta.device(), ") must be on the same device");
   if (bias.has_value() && bias->defined()) {
-    TORCH_CHECK_VALUE(bias->dim() == 1 && bias->size(0) == C,
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == C,
                       "oriented_dwconv1d: bias must have shape (", C, ",), got ", bias->sizes());
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "oriented_dwconv1d: bias dtype ",
                 bias->scalar_type(), " differs from input dtype ", input.scalar_type());

@@ -32,7 +32,7 @@ namespace mmo1d {
 namespace {
 
 constexpr int kPerThread = 8;       // outputs accumulated per thread per pass
-constexpr int kMaxThreads = 512;    // NCHW block size cap
+constexpr int kMaxThreads = 256;    // NCHW block size cap (4 blocks per SM at ~60 registers)
 constexpr int kNhwcThreads = 256;   // NHWC block size
 constexpr int kNhwcChannels = 8;    // channels per NHWC block
 constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
@@ -145,31 +145,114 @@ __device__ __forceinline__ acc_t source_value(const scalar_t* __restrict__ src, 
   return static_cast<acc_t>(src[i * row_stride + j * col_stride]);
 }
 
-// Stages a zero-padded source tile of EH x EW pixels x CB channels (channel fastest) in shared
-// memory, converted to the accumulation type. Each thread issues kLoadBatch independent loads
-// before its first store, so that enough loads are in flight to cover the memory latency.
+// Exact a / d for 0 <= a < 2^22 through a float reciprocal and one correction step (an integer
+// division by a run-time value costs ~20 instructions; this is on every staged element).
+struct FastDiv {
+  int d;
+  float inv;
+  __device__ explicit FastDiv(int divisor) : d(divisor), inv(1.0f / static_cast<float>(divisor)) {}
+  __device__ __forceinline__ int operator()(int a, int* rem) const {
+    int q = static_cast<int>(static_cast<float>(a) * inv);
+    int r = a - q * d;
+    if (r < 0) {
+      --q;
+      r += d;
+    } else if (r >= d) {
+      ++q;
+      r -= d;
+    }
+    *rem = r;
+    return q;
+  }
+};
+
+// Stages a zero-padded NCHW source tile of EH x EW pixels in shared memory, converted to the
+// accumulation type. Each thread issues kLoadBatch independent loads before its first store, so
+// that enough loads are in flight to cover the memory latency.
 constexpr int kLoadBatch = 8;
 
-template <int CB, typename scalar_t, typename acc_t>
-__device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t* __restrict__ src,
-                                           int64_t row_stride, int64_t col_stride, int Hs, int Ws, int up,
-                                           int i0, int j0, int EH, int EW, int channels_left) {
-  const int total = EH * EW * CB;
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int Hs, int Ws,
+                                           int up, int i0, int j0, int EH, int EW) {
+  const int total = EH * EW;
+  const FastDiv div_ew(EW);
   for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * kLoadBatch) {
     acc_t v[kLoadBatch];
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int e = e0 + b * blockDim.x;
-      const int pix = e / CB, k = e - pix * CB;
-      const int ei = pix / EW, ej = pix - ei * EW;
-      v[b] = (e < total && k < channels_left)
-                 ? source_value<scalar_t, acc_t>(src + k, row_stride, col_stride, Hs, Ws, up, i0 + ei, j0 + ej)
-                 : acc_t(0);
+      int ej;
+      const int ei = div_ew(e, &ej);
+      v[b] = e < total ? source_value<scalar_t, acc_t>(src, Ws, 1, Hs, Ws, up, i0 + ei, j0 + ej) : acc_t(0);
     }
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int e = e0 + b * blockDim.x;
       if (e < total) S[e] = v[b];
+    }
+  }
+}
+
+// The same for an NHWC tile of CB = 8 channels (channel fastest). When the 8 channels of a pixel
+// are 16-byte aligned in memory (C a multiple of 8 for 16-bit types), each pixel is read with
+// 16-byte vector loads.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int C,
+                                                int Hs, int Ws, int up, int i0, int j0, int EH, int EW,
+                                                int channels_left) {
+  constexpr int CB = 8;
+  constexpr int kPix = 4;  // pixels per thread per batch
+  constexpr int kVec = 16 / sizeof(scalar_t) < CB ? 16 / sizeof(scalar_t) : CB;
+  constexpr int kChunks = CB / kVec;
+  static_assert(CB % kVec == 0, "channel block must be a whole number of 16-byte vectors");
+  const int64_t row_stride = int64_t(Ws) * C;
+  const int total = EH * EW;
+  const FastDiv div_ew(EW);
+  const bool vec = channels_left >= CB &&
+                   ((reinterpret_cast<uintptr_t>(src) | (uintptr_t(C) * sizeof(scalar_t))) & 15) == 0;
+  if (!vec) {
+    for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
+      int ej;
+      const int pix = e / CB, k = e % CB;
+      const int ei = div_ew(pix, &ej);
+      S[e] = k < channels_left
+                 ? source_value<scalar_t, acc_t>(src + k, row_stride, C, Hs, Ws, up, i0 + ei, j0 + ej)
+                 : acc_t(0);
+    }
+    return;
+  }
+  union Pixel {
+    uint4 raw[kChunks];
+    scalar_t v[CB];
+  };
+  for (int p0 = threadIdx.x; p0 < total; p0 += blockDim.x * kPix) {
+    Pixel px[kPix];
+#pragma unroll
+    for (int b = 0; b < kPix; ++b) {
+      const int pix = p0 + b * blockDim.x;
+      int ej;
+      int i = i0 + div_ew(pix, &ej);
+      int j = j0 + ej;
+      bool ok = pix < total && i >= 0 && j >= 0;
+      if (ok && up != 1) {
+        ok = i % up == 0 && j % up == 0;
+        i /= up;
+        j /= up;
+      }
+      ok = ok && i < Hs && j < Ws;
+#pragma unroll
+      for (int u = 0; u < kChunks; ++u) {
+        px[b].raw[u] = ok ? reinterpret_cast<const uint4*>(src + i * row_stride + int64_t(j) * C)[u]
+                          : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kPix; ++b) {
+      const int pix = p0 + b * blockDim.x;
+      if (pix < total) {
+#pragma unroll
+        for (int k = 0; k < CB; ++k) S[pix * CB + k] = static_cast<acc_t>(px[b].v[k]);
+      }
     }
   }
 }
@@ -210,10 +293,11 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   }
   const scalar_t* sp = src + plane * g.Hs * g.Ws;
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
-  stage_tile<1, scalar_t, acc_t>(S, sp, g.Ws, 1, g.Hs, g.Ws, g.up, i0, j0, EH, EW, 1);
+  stage_tile<scalar_t, acc_t>(S, sp, g.Hs, g.Ws, g.up, i0, j0, EH, EW);
   __syncthreads();
   const acc_t b = bias != nullptr ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const int nout = th * twd;
+  const FastDiv div_tw(twd);
   scalar_t* op = out + plane * g.Ho * g.Wo;
   for (int base = 0; base < nout; base += blockDim.x * kPerThread) {
     int sb[kPerThread];
@@ -221,7 +305,8 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * blockDim.x + threadIdx.x;
-      const int p = o / twd, q = o - p * twd;
+      int q;
+      const int p = div_tw(o, &q);
       sb[r] = o < nout ? p * g.a * EW + q * g.a : 0;
       acc[r] = b;
     }
@@ -235,7 +320,8 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * blockDim.x + threadIdx.x;
       if (o < nout) {
-        const int p = o / twd, q = o - p * twd;
+        int q;
+        const int p = div_tw(o, &q);
         op[int64_t(p0 + p) * g.Wo + q0 + q] = static_cast<scalar_t>(acc[r]);
       }
     }
@@ -295,11 +381,11 @@ __global__ void __launch_bounds__(kNhwcThreads)
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
-  stage_tile<CB, scalar_t, acc_t>(S, sp, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW,
-                                  g.C - cg * CB);
+  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW, g.C - cg * CB);
   __syncthreads();
   const acc_t b = (bias != nullptr && c_ok) ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const int nout = th * twd;
+  const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
   for (int base = 0; base < nout; base += slots * kPerThread) {
@@ -308,7 +394,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * slots + slot;
-      const int p = o / twd, q = o - p * twd;
+      int q;
+      const int p = div_tw(o, &q);
       sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
       acc[r] = b;
     }
@@ -323,7 +410,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
       for (int r = 0; r < kPerThread; ++r) {
         const int o = base + r * slots + slot;
         if (o < nout) {
-          const int p = o / twd, q = o - p * twd;
+          int q;
+          const int p = div_tw(o, &q);
           op[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C] = static_cast<scalar_t>(acc[r]);
         }
       }
@@ -368,6 +456,7 @@ __global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t
   }
   for (int e = threadIdx.x; e < np * nwarps; e += blockDim.x) red[e] = acc_t(0);
   const int nout = th * twd;
+  const FastDiv div_tw(twd);
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
   const int n_end = min(N, (ck + 1) * chunk);
   for (int n = ck * chunk; n < n_end; ++n) {
@@ -375,7 +464,7 @@ __global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t
     const scalar_t* xp = x + plane * g.Hs * g.Ws;
     const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
     __syncthreads();  // previous image's reads of S are done
-    stage_tile<1, scalar_t, acc_t>(S, xp, g.Ws, 1, g.Hs, g.Ws, 1, i0, j0, EH, EW, 1);
+    stage_tile<scalar_t, acc_t>(S, xp, g.Hs, g.Ws, 1, i0, j0, EH, EW);
     __syncthreads();
     for (int base = 0; base < nout; base += blockDim.x * kPerThread) {
       int sb[kPerThread];
@@ -383,7 +472,8 @@ __global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
         const int o = base + r * blockDim.x + threadIdx.x;
-        const int p = o / twd, q = o - p * twd;
+        int q;
+        const int p = div_tw(o, &q);
         const bool ok = o < nout;
         sb[r] = ok ? p * g.a * EW + q * g.a : 0;
         gv[r] = ok ? static_cast<acc_t>(dyp[int64_t(p0 + p) * g.Wo + q0 + q]) : acc_t(0);
@@ -453,6 +543,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = acc_t(0);
   const int nout = th * twd;
+  const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
   const int n_end = min(N, (ck + 1) * chunk);
@@ -460,8 +551,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
     const scalar_t* xp = x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
-    stage_tile<CB, scalar_t, acc_t>(S, xp, int64_t(g.Ws) * g.C, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW,
-                                    g.C - cg * CB);
+    stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
     __syncthreads();
     for (int base = 0; base < nout; base += slots * kPerThread) {
       int sb[kPerThread];
@@ -469,7 +559,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
         const int o = base + r * slots + slot;
-        const int p = o / twd, q = o - p * twd;
+        int q;
+        const int p = div_tw(o, &q);
         const bool ok = o < nout && c_ok;
         sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
         gv[r] = ok ? static_cast<acc_t>(dyp[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C]) : acc_t(0);
@@ -674,7 +765,7 @@ void check_grad_output(const at::Tensor& grad_output, const at::Tensor& input, i
   check_cuda_tensor(grad_output, "grad_output");
   const int64_t N = input.size(0), C = input.size(1);
   const int64_t Ho = out_size(input.size(2), stride), Wo = out_size(input.size(3), stride);
-  TORCH_CHECK_VALUE(grad_output.dim() == 4 && grad_output.size(0) == N && grad_output.size(1) == C &&
+  TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == N && grad_output.size(1) == C &&
                         grad_output.size(2) == Ho && grad_output.size(3) == Wo,
                     "oriented_dwconv1d backward: grad_output has shape ", grad_output.sizes(),
                     ", expected (", N, ", ", C, ", ", Ho, ", ", Wo, ")");

@@ -180,15 +180,15 @@ def test_autocast(device):
 def test_bad_inputs_raise_clear_errors():
     x, weight, theta, bias = make_inputs(2, 4, 6, 6, 5)
     cases = [
-        (lambda: oriented_dwconv1d(x[0], weight, theta), ValueError, 'input must be 4-D'),
-        (lambda: oriented_dwconv1d(x, torch.randn(4, 4), theta), ValueError, 'odd'),
-        (lambda: oriented_dwconv1d(x, torch.randn(4, 0), theta), ValueError, 'odd and positive'),
-        (lambda: oriented_dwconv1d(x, torch.randn(3, 5), theta), ValueError, 'weight has 3 channels'),
+        (lambda: oriented_dwconv1d(x[0], weight, theta), RuntimeError, 'input must be 4-D'),
+        (lambda: oriented_dwconv1d(x, torch.randn(4, 4), theta), RuntimeError, 'odd'),
+        (lambda: oriented_dwconv1d(x, torch.randn(4, 0), theta), RuntimeError, 'odd and positive'),
+        (lambda: oriented_dwconv1d(x, torch.randn(3, 5), theta), RuntimeError, 'weight has 3 channels'),
         (lambda: oriented_dwconv1d(x, torch.randn(4, 2, 1, 5), theta), ValueError, '(C, 1, 1, K)'),
-        (lambda: oriented_dwconv1d(x, weight, theta[:3]), ValueError, 'theta has 3 angles'),
-        (lambda: oriented_dwconv1d(x, weight, theta[None]), ValueError, 'theta must be 1-D'),
-        (lambda: oriented_dwconv1d(x, weight, theta, torch.randn(3)), ValueError, 'bias must have shape'),
-        (lambda: oriented_dwconv1d(x, weight, theta, stride=0), ValueError, 'stride must be >= 1'),
+        (lambda: oriented_dwconv1d(x, weight, theta[:3]), RuntimeError, 'theta has 3 angles'),
+        (lambda: oriented_dwconv1d(x, weight, theta[None]), RuntimeError, 'theta must be 1-D'),
+        (lambda: oriented_dwconv1d(x, weight, theta, torch.randn(3)), RuntimeError, 'bias must have shape'),
+        (lambda: oriented_dwconv1d(x, weight, theta, stride=0), RuntimeError, 'stride must be >= 1'),
         (lambda: oriented_dwconv1d(x, weight, theta, stride=1.5), ValueError, 'stride must be an int'),
         (lambda: oriented_dwconv1d(x, weight.double(), theta), RuntimeError, 'weight dtype'),
         (lambda: oriented_dwconv1d(x, weight, theta, bias.half()), RuntimeError, 'bias dtype'),
