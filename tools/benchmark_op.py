@@ -46,6 +46,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=10)
     parser.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
+    parser.add_argument('--readme-table', metavar='JSON',
+                        help='print the short README speed table of a results file and exit')
     return parser.parse_args(argv)
 
 
@@ -233,8 +235,33 @@ def summarize(result: Dict) -> str:
     return '\n'.join(lines)
 
 
+def readme_table(result: Dict) -> str:
+    """Short table: mmo1d's slowest angle against the baselines at K=31, per size and pass."""
+    env, recs = result['env'], result['records']
+    lines = [f"{env['gpu']}, N={env['batch']}, C={env['channels']}, K=31, ms (ratio to the baseline):", '',
+             '| dtype, layout | pass | H | mmo1d, slowest angle | PyTorch 1x31 | PyTorch 7x7 |',
+             '|---|---|---|---|---|---|']
+    for dtype_name, (_, layout) in CONFIGS.items():
+        for pas in ('fwd', 'fwdbwd'):
+            for h in sorted({r['H'] for r in recs}):
+                sel = [r for r in recs if r['dtype'] == dtype_name and r['H'] == h and r['pass'] == pas]
+                ours = [r['ms'] for r in sel if r['impl'] == 'mmo1d' and r['K'] == 31 and r['angle_deg'] != 'mixed8']
+                hor = [r['ms'] for r in sel if r['impl'] == 'torch_horizontal' and r['K'] == 31]
+                d2 = [r['ms'] for r in sel if r['impl'] == 'torch_2d_7x7']
+                if not (ours and hor and d2):
+                    continue
+                worst = max(ours)
+                lines.append(f'| {dtype_name}, {layout} | {pas} | {h} | {worst:.2f} | {hor[0]:.2f} '
+                             f'({worst / hor[0]:.2f}x) | {d2[0]:.2f} ({worst / d2[0]:.2f}x) |')
+    return '\n'.join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
+    if args.readme_table:
+        with open(args.readme_table) as f:
+            print(readme_table(json.load(f)))
+        return
     result = run(args)
     name = result['env']['gpu'].replace(' ', '_').replace('/', '_')
     json_path = osp.join(args.out_dir, f'{name}.json')
