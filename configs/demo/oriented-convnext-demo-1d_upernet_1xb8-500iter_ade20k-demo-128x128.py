@@ -1,11 +1,11 @@
 # A ConvNeXt-1D UperNet small enough to train on a CPU in minutes (tools/demo.sh): the
 # ConvNeXt-T-1D recipe on the demo data with a 1-1-2-1 / 32-64-128-256 backbone, a narrow head,
-# 128x128 crops, 300 iterations of 8 images, fp32, and a higher learning rate for a run this short.
+# 128x128 crops, 500 iterations of 8 images, fp32, and a higher learning rate for a run this short.
 _base_ = './oriented-convnext-tiny-1d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py'
 
 crop_size = (128, 128)
 scale = (512, 128)
-max_iters = 300
+max_iters = 500
 
 model = dict(
     data_preprocessor=dict(size=crop_size),
@@ -66,3 +66,4 @@ default_hooks = dict(
     logger=dict(interval=50),
     checkpoint=dict(interval=max_iters))
 env_cfg = dict(cudnn_benchmark=False)
+randomness = dict(seed=0)

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Short downstream runs on GPUs: the real UperNet and Cascade Mask R-CNN ConvNeXt-T recipes (T-1D
+# and the ConvNeXt-T 2D baseline; 512x512 crops / 480-800 px multi-scale, AMP) trained for a few
+# iterations on the demo data, then tested; iteration time, peak memory and the test metrics go to
+# OUT_DIR/downstream_<mode>.json.
+#
+#   bash tools/gpu_downstream.sh OUT_DIR [single|dist2|cpu-check]
+#
+#   single     1 GPU: UperNet T-1D, UperNet T-2D, Cascade T-1D, Cascade T-2D; 40 iterations each
+#              (tools/train.py, tools/test.py).
+#   dist2      2 GPUs: UperNet T-1D and Cascade T-1D with tools/dist_train.sh / tools/dist_test.sh,
+#              40 iterations of 2 images per GPU.
+#   cpu-check  the same steps on a CPU with the small demo configs and 2 iterations, to check this
+#              script without a GPU (no timings worth reading).
+#
+# Needs mmengine, mmcv (with ops), mmdet, mmseg importable and mmo1d built (installed, or in place:
+# the repository root is put on PYTHONPATH). ITERS overrides the number of training iterations.
+set -euo pipefail
+
+if [ "$#" -lt 1 ] || [ "$#" -gt 2 ]; then
+    echo "usage: $0 OUT_DIR [single|dist2|cpu-check]" >&2
+    exit 2
+fi
+MODE=${2:-single}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+OUT=$(cd "$1" && pwd)
+cd "$ROOT"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+DEMO=configs/demo
+SEG_1D=$DEMO/oriented-convnext-tiny-1d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py
+SEG_2D=$DEMO/oriented-convnext-tiny-2d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py
+DET_1D=$DEMO/cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-40iter_coco-demo.py
+DET_2D=$DEMO/cascade-mask-rcnn_oriented-convnext-t-2d_fpn_4conv1fc-giou_amp-ms-crop-40iter_coco-demo.py
+DATA_ARGS=()
+case "$MODE" in
+    single)
+        RUNS=("seg-t-1d $SEG_1D" "seg-t-2d $SEG_2D" "det-t-1d $DET_1D" "det-t-2d $DET_2D")
+        GPUS=1; ITERS=${ITERS:-40}; LOG_INTERVAL=10 ;;
+    dist2)
+        RUNS=("seg-t-1d $SEG_1D" "det-t-1d $DET_1D")
+        GPUS=2; ITERS=${ITERS:-40}; LOG_INTERVAL=10 ;;
+    cpu-check)
+        RUNS=("seg-demo-1d $DEMO/oriented-convnext-demo-1d_upernet_1xb8-500iter_ade20k-demo-128x128.py"
+              "seg-demo-2d $DEMO/oriented-convnext-demo-2d_upernet_1xb8-500iter_ade20k-demo-128x128.py"
+              "det-demo-1d $DEMO/cascade-mask-rcnn_oriented-convnext-demo-1d_fpn_4conv1fc-giou_ms-crop-200iter_coco-demo.py"
+              "det-demo-2d $DEMO/cascade-mask-rcnn_oriented-convnext-demo-2d_fpn_4conv1fc-giou_ms-crop-200iter_coco-demo.py")
+        GPUS=0; ITERS=${ITERS:-2}; LOG_INTERVAL=1
+        DATA_ARGS=(--ade-train 8 --ade-val 4 --coco-train 4 --coco-val 2) ;;
+    *)
+        echo "$0: unknown mode '$MODE' (single, dist2 or cpu-check)" >&2
+        exit 2 ;;
+esac
+
+python -c "import mmengine, mmcv.ops, mmdet, mmseg, mmo1d" || {
+    echo "$0: mmengine, mmcv (with ops), mmdet, mmseg and mmo1d must be importable" \
+         "(on the GPU machine: source .device-wheels/mm-env.sh, then build mmo1d in place)" >&2
+    exit 1
+}
+if [ "$GPUS" -gt 0 ]; then
+    found=$(python -c "import torch; print(torch.cuda.device_count())")
+    if [ "$found" -lt "$GPUS" ]; then
+        echo "$0: mode $MODE needs $GPUS GPUs, torch sees $found" >&2
+        exit 1
+    fi
+fi
+
+DATA=$OUT/data
+python tools/make_demo_data.py --out "$DATA" "${DATA_ARGS[@]}"
+ADE=$DATA/ade/ADEChallengeData2016
+COCO=$DATA/coco/
+
+for run in "${RUNS[@]}"; do
+    read -r name config <<< "$run"
+    work=$OUT/work/$MODE/$name
+    rm -rf "$work"
+    mkdir -p "$work"
+    if [[ $name == seg-* ]]; then
+        data=(train_dataloader.dataset.data_root="$ADE" val_dataloader.dataset.data_root="$ADE"
+              test_dataloader.dataset.data_root="$ADE")
+        test_only=()
+    else
+        data=(train_dataloader.dataset.data_root="$COCO" val_dataloader.dataset.data_root="$COCO"
+              test_dataloader.dataset.data_root="$COCO"
+              val_evaluator.ann_file="${COCO}annotations/instances_val2017.json"
+              test_evaluator.ann_file="${COCO}annotations/instances_val2017.json")
+        # After a few iterations few scores pass 0.05: keep every box so that CocoMetric (bbox and
+        # segm, with mask pasting) runs on a full set of detections.
+        test_only=(model.test_cfg.rcnn.score_thr=0.0)
+    fi
+    train_opts=("${data[@]}" train_cfg.max_iters="$ITERS" default_hooks.checkpoint.interval="$ITERS"
+                default_hooks.logger.interval="$LOG_INTERVAL" val_cfg=None val_dataloader=None
+                val_evaluator=None)
+    echo "== $MODE $name: train $ITERS iterations ($config)"
+    if [ "$MODE" = dist2 ]; then
+        PORT=29511 bash tools/dist_train.sh "$config" "$GPUS" --work-dir "$work/train" \
+            --cfg-options "${train_opts[@]}" > "$work/train.log" 2>&1 \
+            || { tail -n 60 "$work/train.log" >&2; exit 1; }
+    else
+        python tools/train.py "$config" --work-dir "$work/train" --cfg-options "${train_opts[@]}" \
+            > "$work/train.log" 2>&1 || { tail -n 60 "$work/train.log" >&2; exit 1; }
+    fi
+    echo "== $MODE $name: test"
+    if [ "$MODE" = dist2 ]; then
+        PORT=29512 bash tools/dist_test.sh "$config" "$work/train/iter_$ITERS.pth" "$GPUS" \
+            --work-dir "$work/test" --cfg-options "${data[@]}" "${test_only[@]}" > "$work/test.log" 2>&1 \
+            || { tail -n 60 "$work/test.log" >&2; exit 1; }
+    else
+        python tools/test.py "$config" "$work/train/iter_$ITERS.pth" --work-dir "$work/test" \
+            --cfg-options "${data[@]}" "${test_only[@]}" > "$work/test.log" 2>&1 \
+            || { tail -n 60 "$work/test.log" >&2; exit 1; }
+    fi
+done
+
+python - "$OUT" "$MODE" "$GPUS" "$ITERS" "${RUNS[@]}" <<'EOF'
+"""Collect iteration times, peak memory and test metrics of the runs into one JSON file."""
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import mmcv
+import mmdet
+import mmengine
+import mmseg
+import torch
+
+out, mode, gpus, iters = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+
+def latest_run(folder: Path) -> Path:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name[:8].isdigit())[-1]
+
+
+results = []
+for run in sys.argv[5:]:
+    name, config = run.split(' ', 1)
+    work = out / 'work' / mode / name
+    train_run = latest_run(work / 'train')
+    records = [json.loads(line) for line in (train_run / 'vis_data' / 'scalars.json').read_text().splitlines()]
+    train = [r for r in records if 'loss' in r]
+    # The first logged window holds the warm-up (cudnn autotuning, allocator growth).
+    steady = train[1:] or train
+    test_run = latest_run(work / 'test')
+    test = json.loads((test_run / f'{test_run.name}.json').read_text())
+    memory = [r['memory'] for r in train if 'memory' in r]
+    results.append(dict(
+        name=name,
+        config=config,
+        iterations=iters,
+        images_per_gpu=2 if gpus else None,
+        iter_time_s_median=statistics.median(r['time'] for r in steady),
+        iter_time_s_first_window=train[0]['time'],
+        data_time_s_median=statistics.median(r['data_time'] for r in steady),
+        max_memory_mb=max(memory) if memory else None,
+        final_loss=train[-1]['loss'],
+        test_metrics={k: v for k, v in test.items() if k not in ('time', 'data_time', 'step')},
+        test_time_s_per_iter=test.get('time'),
+    ))
+
+commit = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+summary = dict(
+    mode=mode,
+    gpus=gpus,
+    device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
+    torch=torch.__version__,
+    cuda=torch.version.cuda,
+    mmengine=mmengine.__version__, mmcv=mmcv.__version__, mmdet=mmdet.__version__, mmseg=mmseg.__version__,
+    commit=commit,
+    command=f'bash tools/gpu_downstream.sh OUT_DIR {mode}',
+    runs=results,
+)
+path = out / f'downstream_{mode}.json'
+path.write_text(json.dumps(summary, indent=2) + '\n')
+print(f'wrote {path}')
+for r in results:
+    mem = f'{r["max_memory_mb"]} MB' if r['max_memory_mb'] is not None else 'n/a'
+    print(f'{r["name"]:<12} {r["iter_time_s_median"]:.3f} s/iter  peak {mem}  {r["test_metrics"]}')
+EOF
