@@ -7,6 +7,8 @@
 # MIN_MIOU (fail below this mIoU, default 50; predicting "floor" everywhere scores about 18),
 # OMP_NUM_THREADS (default 1).
 set -euo pipefail
+# The interpreter: $PYTHON, else python, else python3.
+PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
 
 VARIANTS=${1:-1d}
 case "$VARIANTS" in
@@ -23,14 +25,14 @@ MIN_MIOU=${MIN_MIOU:-50}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 cd "$ROOT"
-python -c "import mmo1d, mmseg" 2>/dev/null || {
+"$PYTHON" -c "import mmo1d, mmseg" 2>/dev/null || {
     echo "$0: mmo1d and mmsegmentation must be importable: activate the environment first" >&2
     exit 1
 }
 
 mkdir -p "$WORK_DIR"
 start=$(date +%s)
-python tools/make_demo_data.py --which ade --out "$DEMO_DIR"
+"$PYTHON" tools/make_demo_data.py --which ade --out "$DEMO_DIR"
 for variant in $VARIANTS; do
     config=configs/demo/oriented-convnext-demo-${variant}_upernet_1xb8-500iter_ade20k-demo-128x128.py
     run_dir=$WORK_DIR/upernet-$variant
@@ -38,13 +40,13 @@ for variant in $VARIANTS; do
              val_dataloader.dataset.data_root="$DEMO_DIR/ade/ADEChallengeData2016"
              test_dataloader.dataset.data_root="$DEMO_DIR/ade/ADEChallengeData2016")
     echo "== training UperNet ConvNeXt-$variant (500 iterations) -> $run_dir"
-    python tools/train.py "$config" --work-dir "$run_dir" --cfg-options "${options[@]}" > "$run_dir.train.log" 2>&1 \
+    "$PYTHON" tools/train.py "$config" --work-dir "$run_dir" --cfg-options "${options[@]}" > "$run_dir.train.log" 2>&1 \
         || { tail -n 40 "$run_dir.train.log" >&2; exit 1; }
     echo "== testing $run_dir/iter_500.pth"
-    python tools/test.py "$config" "$run_dir/iter_500.pth" --work-dir "$run_dir/test" \
+    "$PYTHON" tools/test.py "$config" "$run_dir/iter_500.pth" --work-dir "$run_dir/test" \
         --cfg-options "${options[@]}" > "$run_dir.test.log" 2>&1 \
         || { tail -n 40 "$run_dir.test.log" >&2; exit 1; }
-    python - "$run_dir/test" "$variant" "$MIN_MIOU" <<'EOF'
+    "$PYTHON" - "$run_dir/test" "$variant" "$MIN_MIOU" <<'EOF'
 import json, pathlib, sys
 test_dir, variant, min_miou = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 run = sorted(p for p in test_dir.iterdir() if p.is_dir())[-1]

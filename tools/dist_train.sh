@@ -4,6 +4,8 @@
 # Several nodes: run the same command on every node with
 #   NNODES=<nodes> NODE_RANK=<0..NNODES-1> MASTER_ADDR=<address of node 0> PORT=<free port>
 set -euo pipefail
+# The interpreter: $PYTHON, else python, else python3.
+PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
 
 if [ "$#" -lt 2 ]; then
     echo "usage: $0 CONFIG GPUS [train.py arguments...]" >&2
@@ -22,7 +24,7 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 PYTHONPATH="$HERE/..${PYTHONPATH:+:$PYTHONPATH}" \
-exec python -m torch.distributed.run \
+exec "$PYTHON" -m torch.distributed.run \
     --nnodes="$NNODES" \
     --node_rank="$NODE_RANK" \
     --master_addr="$MASTER_ADDR" \

@@ -16,6 +16,8 @@
 # Needs mmengine, mmcv (with ops), mmdet, mmseg importable and mmo1d built (installed, or in place:
 # the repository root is put on PYTHONPATH). ITERS overrides the number of training iterations.
 set -euo pipefail
+# The interpreter: $PYTHON, else python, else python3.
+export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
 
 if [ "$#" -lt 1 ] || [ "$#" -gt 2 ]; then
     echo "usage: $0 OUT_DIR [single|dist2|cpu-check]" >&2
@@ -53,13 +55,13 @@ case "$MODE" in
         exit 2 ;;
 esac
 
-python -c "import mmengine, mmcv.ops, mmdet, mmseg, mmo1d" || {
+"$PYTHON" -c "import mmengine, mmcv.ops, mmdet, mmseg, mmo1d" || {
     echo "$0: mmengine, mmcv (with ops), mmdet, mmseg and mmo1d must be importable" \
          "(on the GPU machine: source .device-wheels/mm-env.sh, then build mmo1d in place)" >&2
     exit 1
 }
 if [ "$GPUS" -gt 0 ]; then
-    found=$(python -c "import torch; print(torch.cuda.device_count())")
+    found=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
     if [ "$found" -lt "$GPUS" ]; then
         echo "$0: mode $MODE needs $GPUS GPUs, torch sees $found" >&2
         exit 1
@@ -67,7 +69,7 @@ if [ "$GPUS" -gt 0 ]; then
 fi
 
 DATA=$OUT/data
-python tools/make_demo_data.py --out "$DATA" "${DATA_ARGS[@]}"
+"$PYTHON" tools/make_demo_data.py --out "$DATA" "${DATA_ARGS[@]}"
 ADE=$DATA/ade/ADEChallengeData2016
 COCO=$DATA/coco/
 
@@ -98,7 +100,7 @@ for run in "${RUNS[@]}"; do
             --cfg-options "${train_opts[@]}" > "$work/train.log" 2>&1 \
             || { tail -n 60 "$work/train.log" >&2; exit 1; }
     else
-        python tools/train.py "$config" --work-dir "$work/train" --cfg-options "${train_opts[@]}" \
+        "$PYTHON" tools/train.py "$config" --work-dir "$work/train" --cfg-options "${train_opts[@]}" \
             > "$work/train.log" 2>&1 || { tail -n 60 "$work/train.log" >&2; exit 1; }
     fi
     echo "== $MODE $name: test"
@@ -107,13 +109,13 @@ for run in "${RUNS[@]}"; do
             --work-dir "$work/test" --cfg-options "${data[@]}" "${test_only[@]}" > "$work/test.log" 2>&1 \
             || { tail -n 60 "$work/test.log" >&2; exit 1; }
     else
-        python tools/test.py "$config" "$work/train/iter_$ITERS.pth" --work-dir "$work/test" \
+        "$PYTHON" tools/test.py "$config" "$work/train/iter_$ITERS.pth" --work-dir "$work/test" \
             --cfg-options "${data[@]}" "${test_only[@]}" > "$work/test.log" 2>&1 \
             || { tail -n 60 "$work/test.log" >&2; exit 1; }
     fi
 done
 
-python - "$OUT" "$MODE" "$GPUS" "$ITERS" "${RUNS[@]}" <<'EOF'
+"$PYTHON" - "$OUT" "$MODE" "$GPUS" "$ITERS" "${RUNS[@]}" <<'EOF'
 """Collect iteration times, peak memory and test metrics of the runs into one JSON file."""
 import json
 import statistics

@@ -55,8 +55,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--out', help='save the predictions: a .pkl/.pickle file (any toolbox), or '
                         'for segmentation a directory that receives one PNG per image')
     parser.add_argument('--show', action='store_true', help='display the predictions')
-    parser.add_argument('--show-dir', help='directory where images painted with the predictions '
-                        'are saved (inside the work directory\'s timestamped folder for mmseg)')
+    parser.add_argument('--show-dir', help='directory where every test image, painted with the '
+                        'predictions, is saved')
     parser.add_argument('--wait-time', type=float, default=2,
                         help='seconds each image is shown with --show')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help=CFG_OPTIONS_HELP)
@@ -118,6 +118,7 @@ def enable_tta(cfg: Config) -> None:
 
     Raises:
         KeyError: no ``tta_model`` in the config and no default for its scope.
+        ValueError: mmdet's ``DetTTAModel`` with a mask head (it cannot merge masks).
     """
     scope = cfg.get('default_scope')
     if 'tta_model' not in cfg:
@@ -125,6 +126,9 @@ def enable_tta(cfg: Config) -> None:
             raise KeyError(f'--tta: the config has no tta_model and scope {scope!r} has no default '
                            f'(known: {sorted(DEFAULT_TTA_MODELS)})')
         cfg.tta_model = DEFAULT_TTA_MODELS[scope]
+    if cfg.tta_model.get('type') == 'DetTTAModel' and cfg.model.get('roi_head', {}).get('mask_head'):
+        raise ValueError('--tta: mmdet\'s DetTTAModel merges boxes only and refuses models that '
+                         'predict masks; test this instance segmentation config without --tta')
     if 'tta_pipeline' not in cfg:
         dataset = cfg.test_dataloader.dataset
         while 'dataset' in dataset:

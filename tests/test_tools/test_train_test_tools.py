@@ -196,7 +196,7 @@ def test_dist_scripts_call_torchrun(script: str, args: List[str], tool: str, tmp
                     f'json.dump(dict(argv=sys.argv[1:], pythonpath=os.environ["PYTHONPATH"]), '
                     f'open({str(record)!r}, "w"))\n')
     fake.chmod(0o755)
-    env = dict(PATH=f'{bin_dir}:{os.environ["PATH"]}', NNODES='2', NODE_RANK='1',
+    env = dict(PATH=f'{bin_dir}:{os.environ["PATH"]}', PYTHON=str(fake), NNODES='2', NODE_RANK='1',
                MASTER_ADDR='10.1.2.3', PORT='29999')
     _run(['bash', str(TOOLS / script), *args], tmp_path, env)
     called = json.loads(record.read_text())
@@ -251,6 +251,9 @@ def test_tta_defaults_add_flip_keys_for_detection(test_tool: ModuleType) -> None
     from mmengine.config import Config
 
     cfg = Config.fromfile(str(DET_CFG))
+    with pytest.raises(ValueError, match='DetTTAModel merges boxes only'):
+        test_tool.enable_tta(cfg)
+    cfg.model.roi_head.pop('mask_head')  # a box-only detector
     test_tool.enable_tta(cfg)
     assert cfg.model.type == 'DetTTAModel' and cfg.model.module.type == 'CascadeRCNN'
     tta = cfg.test_dataloader.dataset.pipeline[-1]
