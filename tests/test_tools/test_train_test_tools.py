@@ -178,6 +178,64 @@ def test_det_train_and_test_with_coco_metric(workspace: Path) -> None:
     assert {'bboxes', 'scores', 'labels', 'masks'} <= set(instances)
 
 
+CLS_CFG = """
+_base_ = 'mmpretrain::convnext/convnext-tiny_32xb128_in1k.py'
+custom_imports = dict(imports=['mmo1d'], allow_failed_imports=False)
+model = dict(
+    backbone=dict(_delete_=True, type='mmo1d.OrientedConvNeXt', variant='1d', stem_channels=16,
+                  arch=dict(depths=[1, 1, 1, 1], channels=[16, 32, 64, 128]), out_indices=(3, )),
+    head=dict(in_channels=128, num_classes=2),
+    train_cfg=None)
+data = dict(type='CustomDataset', data_root='cls', with_label=True)
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+                        dataset=dict(_delete_=True, data_prefix='train', **data,
+                                     pipeline={{_base_.train_pipeline}}))
+val_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+                      dataset=dict(_delete_=True, data_prefix='val', **data,
+                                   pipeline={{_base_.test_pipeline}}))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy', topk=(1, ))
+test_evaluator = val_evaluator
+train_cfg = dict(max_epochs=1)
+param_scheduler = dict(_delete_=True, type="ConstantLR", factor=1.0)
+default_hooks = dict(logger=dict(interval=1))
+"""
+
+
+def test_classification_train_and_test(tmp_path: Path) -> None:
+    """The same tools with an mmpretrain config: training, TTA, pickled predictions, paintings."""
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for split, count in (('train', 4), ('val', 2)):
+        for label in ('dark', 'light'):
+            folder = tmp_path / 'cls' / split / label
+            folder.mkdir(parents=True)
+            for i in range(count // 2):
+                base = 40 if label == 'dark' else 200
+                image = rng.integers(base - 30, base + 30, (48, 48, 3)).astype(np.uint8)
+                cv2.imwrite(str(folder / f'{label}{i}.png'), image)
+    cfg = tmp_path / 'cls_cfg.py'
+    cfg.write_text(CLS_CFG)
+    work_dir = tmp_path / 'work_dirs' / 'cls'
+    _run([sys.executable, str(TOOLS / 'train.py'), str(cfg), '--work-dir', str(work_dir)], tmp_path)
+    assert [r['step'] for r in _scalars(work_dir) if 'accuracy/top1' in r] == [1]  # epoch 1
+    checkpoint = work_dir / 'epoch_1.pth'
+    out, show_dir, test_dir = tmp_path / 'cls.pkl', tmp_path / 'cls_vis', tmp_path / 'cls_test'
+    # mmpretrain's visualization hook cannot paint TTA batches (tuples of views): two runs.
+    output = _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir',
+                   str(test_dir), '--tta', '--out', str(out)], tmp_path)
+    assert 'AverageClsScoreTTA' in output
+    assert 0 <= _test_metrics(test_dir)['accuracy/top1'] <= 100
+    with open(out, 'rb') as f:
+        predictions = pickle.load(f)
+    assert len(predictions) == 2 and predictions[0]['pred_score'].shape == (2, )
+    _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir', str(test_dir),
+          '--show-dir', str(show_dir)], tmp_path)
+    assert len(list(show_dir.rglob('*.png'))) == 2
+
+
 @pytest.mark.parametrize('script, args, tool', [
     ('dist_train.sh', ['CFG.py', '4', '--work-dir', 'wd'], 'train.py'),
     ('dist_test.sh', ['CFG.py', 'CKPT.pth', '4', '--tta'], 'test.py'),
