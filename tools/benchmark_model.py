@@ -187,7 +187,7 @@ def summarize(result: Dict) -> str:
                   'infer peak MiB | train peak MiB |', '|---|---|---|---|---|---|---|']
         for model in models:
             infer, train = by_key[model, mode, 'infer'], by_key[model, mode, 'train']
-            size = model.split('-')[1] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
+            size = model.split('-')[1][0] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
             ratios = []
             for rec in (infer, train):
                 base = by_key.get((f"timm convnext_{'tiny' if size == 'T' else 'base'}", mode, rec['pass']))
