@@ -21,7 +21,7 @@ VPY="$VENV/bin/python"
 
 TORCH_PIN="torch==2.14.1 torchvision==0.29.1"
 MMCV_VERSION=2.1.0
-MM_PINS="mmengine==0.10.7 mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0 ftfy regex"
+MM_PINS="mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0 ftfy regex"
 TOOL_PINS="setuptools>=77.0.3,<81 wheel ninja"
 
 step() { echo "[setup] $*"; }
@@ -56,7 +56,9 @@ fi
 TORCH_VERSION=$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')
 PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info.major}{sys.version_info.minor}")')
 
-# 4. mmcv 2.1.0 with its compiled ops (mmdet and mmseg import mmcv._ext; mmcv-lite is not enough).
+# 4. mmengine, then mmcv 2.1.0 with its compiled ops (mmcv imports mmengine; mmdet and mmseg import
+#    mmcv._ext, so mmcv-lite is not enough).
+pip_install "mmengine==0.10.7" || fail "step 4: installing mmengine 0.10.7"
 mmcv_ok() {
   "$VPY" - <<'EOF' >/dev/null 2>&1
 import mmcv, torch
