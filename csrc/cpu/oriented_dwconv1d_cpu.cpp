@@ -169,13 +169,20 @@ at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight, const 
   return y.to(input.scalar_type()).contiguous(output_memory_format(input));
 }
 
-at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                              const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
-                              bool floor_rounding, bool residual) {
+// Checks the arguments of a backward op and returns the forward geometry.
+Geometry backward_geometry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                           const at::Tensor& theta, int64_t stride) {
   check_forward_args(input, weight, theta, c10::nullopt, stride);
   check_cpu(grad_output, "grad_output");
   const Geometry g = geometry(input, weight.size(1), stride);
   check_grad_output(grad_output, g);
+  return g;
+}
+
+at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input,
+                              const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
+                              bool floor_rounding, bool residual) {
+  const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const auto op_t = opmath_type(input.scalar_type());
   const at::Tensor dy = grad_output.to(op_t).contiguous();
   const at::Tensor w = weight.to(op_t).contiguous();
@@ -191,10 +198,7 @@ at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& i
 at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input,
                                const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
                                bool floor_rounding) {
-  check_forward_args(input, weight, theta, c10::nullopt, stride);
-  check_cpu(grad_output, "grad_output");
-  const Geometry g = geometry(input, weight.size(1), stride);
-  check_grad_output(grad_output, g);
+  const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const auto op_t = opmath_type(input.scalar_type());
   const at::Tensor dy = grad_output.to(op_t).contiguous();
   const at::Tensor x = input.to(op_t).contiguous();
