@@ -25,6 +25,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <initializer_list>
+#include <type_traits>
 
 #include "../oriented_dwconv1d.h"
 
@@ -603,6 +606,897 @@ __global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int
 }
 
 // ----------------------------------------------------------------------------------------------
+// Stride-1 fast paths (float32, float16, bfloat16; forward and input gradient).
+//
+// NCHW: the distinct points of a channel's line are split into segments, runs of points that
+// follow each other by one step u along one of four axes (0, 90, 45 or 135 degrees; the table
+// kernel picks the axis that gives the fewest segments). A thread owns R outputs that also follow
+// each other by u, so for a segment of L points it loads a window of R + L - 1 source values once
+// and does R * L multiply-adds from registers (the window rotates through R registers): R times
+// fewer shared-memory loads than one load per tap and output on straight and diagonal lines,
+// about twice fewer on the in-between angles.
+//
+// NHWC: a tile of 32 bytes of channels per pixel (16 half-precision or 8 float32 channels) is
+// copied to shared memory as it is (cp.async, zero-filled outside the image), four lanes share a
+// pixel and each converts and accumulates a vector of channels; eight pixels per warp make the
+// shared-memory reads conflict-free.
+// ----------------------------------------------------------------------------------------------
+constexpr int kSegR = 8;          // outputs per thread along the segment axis (NCHW fast path)
+constexpr int kFastThreads = 256;
+constexpr int kVecR = 8;          // outputs per thread (NHWC fast path)
+
+struct SegInfo {
+  int mode;  // 0: u = (0, 1), 1: u = (1, 0), 2: u = (1, 1), 3: u = (1, -1)
+  int nseg;
+  int npts;
+  int pad;
+};
+
+__host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
+  *ui = mode == 0 ? 0 : 1;
+  *uj = mode == 1 ? 0 : (mode == 3 ? -1 : 1);
+}
+
+// Segment tables of every channel for the gather with offsets sign * (dh, dw): per channel the
+// axis, the segments {dh0, dw0, L, first weight} (point l of a segment is (dh0, dw0) + l * u) and
+// the merged weights in segment order; the halo (max |dh|, max |dw|).
+template <typename scalar_t>
+__global__ void build_segments_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight,
+                                      int C, int K, bool floor_rounding, bool residual, int sign,
+                                      SegInfo* __restrict__ info, int4* __restrict__ segs,
+                                      float* __restrict__ segw, int2* __restrict__ halo,
+                                      int* __restrict__ tap_sp) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float s, co;
+  angle_sincos(theta[c], &s, &co);
+  const int64_t base = static_cast<int64_t>(c) * K;
+  // Pass 1: number of distinct points, halo and, for each axis, the number of runs.
+  int np = 0, ph = 0, pwid = 0;
+  int runs[4] = {0, 0, 0, 0}, dir[4] = {0, 0, 0, 0};
+  int prev_h = INT_MIN, prev_w = INT_MIN;
+  for (int t = 0; t < K; ++t) {
+    int dh, dw;
+    tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
+    dh *= sign;
+    dw *= sign;
+    if (dh == prev_h && dw == prev_w) continue;
+    ph = max(ph, abs(dh));
+    pwid = max(pwid, abs(dw));
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      int ui, uj;
+      mode_step(m, &ui, &uj);
+      const int eh = dh - prev_h, ew = dw - prev_w;
+      const int d = (np > 0 && eh == ui && ew == uj) ? 1 : ((np > 0 && eh == -ui && ew == -uj) ? -1 : 0);
+      if (d != 0 && (dir[m] == 0 || dir[m] == d)) {
+        dir[m] = d;
+      } else {
+        ++runs[m];
+        dir[m] = 0;
+      }
+    }
+    prev_h = dh;
+    prev_w = dw;
+    ++np;
+  }
+  int mode = 0;
+#pragma unroll
+  for (int m = 1; m < 4; ++m) {
+    if (runs[m] < runs[mode]) mode = m;
+  }
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  // Pass 2: the runs along the chosen axis, weights merged per point.
+  int nseg = 0, nw = 0, run_len = 0, run_dir = 0;
+  int run_h = 0, run_w = 0;  // first point of the current run (in tap order)
+  prev_h = INT_MIN;
+  prev_w = INT_MIN;
+  float* w = segw + base;
+  auto close_run = [&](int taps_done) {
+    if (run_len == 0) return;
+    // Store the run so that l grows along +u: a run walked along -u starts at its last point and
+    // its weights are reversed.
+    int h0 = run_h, w0 = run_w;
+    const int first = nw - run_len;
+    if (run_dir < 0) {
+      h0 = run_h - (run_len - 1) * ui;
+      w0 = run_w - (run_len - 1) * uj;
+      for (int a = first, b = nw - 1; a < b; ++a, --b) {
+        const float tmp = w[a];
+        w[a] = w[b];
+        w[b] = tmp;
+      }
+    }
+    segs[base + nseg] = make_int4(h0, w0, run_len, first);
+    ++nseg;
+    // Taps of a reversed run point at reversed weight slots.
+    for (int t = 0; run_dir < 0 && t < taps_done; ++t) {
+      const int j = tap_sp[base + t];
+      if (j >= first && j < nw) tap_sp[base + t] = first + (nw - 1 - j);
+    }
+  };
+  const int centre = K / 2;
+  for (int t = 0; t < K; ++t) {
+    int dh, dw;
+    tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
+    dh *= sign;
+    dw *= sign;
+    float wt = static_cast<float>(weight[base + t]) + ((residual && t == centre) ? 1.0f : 0.0f);
+    if (dh == prev_h && dw == prev_w) {
+      w[nw - 1] += wt;
+      tap_sp[base + t] = nw - 1;
+      continue;
+    }
+    const int eh = dh - prev_h, ew = dw - prev_w;
+    const int d = (run_len > 0 && eh == ui && ew == uj) ? 1 : ((run_len > 0 && eh == -ui && ew == -uj) ? -1 : 0);
+    if (d != 0 && (run_dir == 0 || run_dir == d)) {
+      run_dir = d;
+      ++run_len;
+    } else {
+      close_run(t);
+      run_h = dh;
+      run_w = dw;
+      run_len = 1;
+      run_dir = 0;
+    }
+    tap_sp[base + t] = nw;
+    w[nw++] = wt;
+    prev_h = dh;
+    prev_w = dw;
+  }
+  close_run(K);
+  info[c] = SegInfo{mode, nseg, np, 0};
+  halo[c] = make_int2(ph, pwid);
+}
+
+// acc[r] += sum_l w[l] * S[a + (r + l) * ustep] for l < L: the window of R + L - 1 values is
+// loaded once, each value into register (position mod R).
+template <int R>
+__device__ __forceinline__ void run_segment(const float* __restrict__ S, int a, int ustep, int L,
+                                            const float* __restrict__ w, float (&acc)[R]) {
+  float v[R];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) v[k] = S[a + k * ustep];
+  const float* sp = S + a + (R - 1) * ustep;
+  for (int l0 = 0; l0 < L; l0 += R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (l0 + i < L) {
+        v[(i + R - 1) % R] = *sp;
+        sp += ustep;
+        const float wl = w[l0 + i];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += wl * v[(i + r) % R];
+      }
+    }
+  }
+}
+
+// Copies rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W plane into S (row pitch
+// `pitch`), converted to float, zero outside the plane. Each warp copies rows; every lane keeps
+// several loads in flight.
+template <typename scalar_t>
+__device__ __forceinline__ void stage_plane(float* __restrict__ S, int pitch, const scalar_t* __restrict__ src,
+                                            int H, int W, int gi0, int gj0, int EH, int EW) {
+  constexpr int kRows = 4, kCols = 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  for (int i0 = warp; i0 < EH; i0 += kRows * nwarps) {
+    for (int j0 = lane; j0 < EW; j0 += 32 * kCols) {
+      float v[kRows][kCols];
+#pragma unroll
+      for (int a = 0; a < kRows; ++a) {
+        const int gi = gi0 + i0 + a * nwarps;
+        const bool row_ok = i0 + a * nwarps < EH && static_cast<unsigned>(gi) < static_cast<unsigned>(H);
+#pragma unroll
+        for (int b = 0; b < kCols; ++b) {
+          const int gj = gj0 + j0 + 32 * b;
+          v[a][b] = (row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W))
+                        ? static_cast<float>(src[int64_t(gi) * W + gj])
+                        : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < kRows; ++a) {
+        const int i = i0 + a * nwarps;
+#pragma unroll
+        for (int b = 0; b < kCols; ++b) {
+          const int j = j0 + 32 * b;
+          if (i < EH && j < EW) S[i * pitch + j] = v[a][b];
+        }
+      }
+    }
+  }
+}
+
+struct FastGeometry {
+  int C, K, H, W;          // stride 1: output size = source size
+  int TH, TW, tiles_w, tiles;
+};
+
+__host__ __device__ __forceinline__ int round_up(int a, int b) { return (a + b - 1) / b * b; }
+
+// Shared-memory tile of the NCHW fast path: rows [p0 - ph, p0 + THr + ph), columns
+// [q0 - pw - (R-1), q0 + TWr + pw + (R-1)) (THr, TWr: th, tw rounded up to R), stored with an odd
+// row pitch (EW | 1) so that the lanes of a warp reading one column each hit distinct banks.
+__host__ __device__ __forceinline__ int seg_tile_rows(int th, int ph) { return round_up(th, kSegR) + 2 * ph; }
+__host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw) {
+  return round_up(tw, kSegR) + 2 * pw + 2 * (kSegR - 1);
+}
+
+// Tasks of a th x tw output tile for axis `mode`: a task is kSegR outputs (p, q) + r * u. Mode 0:
+// one per row and group of kSegR columns (lanes walk down the rows); mode 1: one per column and
+// group of kSegR rows; modes 2 and 3: diagonal runs that start up to kSegR - 1 columns outside
+// the tile (their outside outputs are computed on zero padding and not stored).
+__device__ __forceinline__ int seg_ntasks(int mode, int th, int tw) {
+  const int row_blocks = round_up(th, kSegR) / kSegR;
+  return mode == 0 ? th * (round_up(tw, kSegR) / kSegR) : (mode == 1 ? tw : tw + kSegR - 1) * row_blocks;
+}
+
+__device__ __forceinline__ void seg_task(int mode, int k, int th, int tw, int* p, int* q) {
+  constexpr int R = kSegR;
+  if (mode == 0) {
+    const int cb = k / th;
+    *p = k - cb * th;
+    *q = cb * R;
+  } else if (mode == 1) {
+    const int rb = k / tw;
+    *q = k - rb * tw;
+    *p = rb * R;
+  } else {
+    const int span = tw + R - 1;
+    const int rb = k / span;
+    const int qq = k - rb * span;
+    *p = rb * R;
+    *q = mode == 2 ? qq - (R - 1) : qq;
+  }
+}
+
+// Eight consecutive elements <-> floats, as 16-byte accesses (the address must be 8-element and
+// 16-byte aligned); the row tasks of the NCHW fast path hold kSegR = 8 outputs.
+static_assert(kSegR == 8, "store8 / load8 move one row task");
+template <typename scalar_t>
+__device__ __forceinline__ void store8(scalar_t* __restrict__ p, const float (&f)[8]) {
+  if constexpr (sizeof(scalar_t) == 4) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+  } else {
+    union {
+      scalar_t v[8];
+      uint4 raw;
+    } u;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) u.v[k] = static_cast<scalar_t>(f[k]);
+    *reinterpret_cast<uint4*>(p) = u.raw;
+  }
+}
+
+template <typename scalar_t>
+__device__ __forceinline__ void load8(const scalar_t* __restrict__ p, float (&f)[8]) {
+  if constexpr (sizeof(scalar_t) == 4) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+  } else {
+    union {
+      scalar_t v[8];
+      uint4 raw;
+    } u;
+    u.raw = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f[k] = static_cast<float>(u.v[k]);
+  }
+}
+
+// Whether row tasks (mode 0) of a tile starting at column q0 can use 16-byte accesses to a plane.
+template <typename scalar_t>
+__device__ __forceinline__ bool rows_vectorizable(const void* base, int W, int q0) {
+  constexpr int E = 16 / sizeof(scalar_t);
+  return W % E == 0 && q0 % E == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
+}
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFastThreads)
+    seg_gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
+                           const int4* __restrict__ segs, const float* __restrict__ segw,
+                           const int2* __restrict__ halo, const FastGeometry g) {
+  constexpr int R = kSegR;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int64_t plane = blockIdx.x / g.tiles;
+  const int tile = static_cast<int>(blockIdx.x - plane * g.tiles);
+  const int c = static_cast<int>(plane % g.C);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
+  const SegInfo inf = info[c];
+  const int2 hl = halo[c];
+  const int EH = seg_tile_rows(th, hl.x);
+  const int EW = seg_tile_cols(tw, hl.y);
+  const int pitch = EW | 1;
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
+  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * g.K));
+  for (int s = threadIdx.x; s < inf.nseg; s += blockDim.x) {
+    const int4 e = segs[int64_t(c) * g.K + s];
+    sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
+  }
+  for (int j = threadIdx.x; j < inf.npts; j += blockDim.x) sw[j] = segw[int64_t(c) * g.K + j];
+  stage_plane<scalar_t>(S, pitch, src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
+  __syncthreads();
+
+  int ui, uj;
+  mode_step(inf.mode, &ui, &uj);
+  const int ustep = ui * pitch + uj;
+  const int ntasks = seg_ntasks(inf.mode, th, tw);
+  const float b = bias != nullptr ? static_cast<float>(bias[c]) : 0.0f;
+  scalar_t* op = out + plane * g.H * g.W;
+  const bool vec_rows = inf.mode == 0 && rows_vectorizable<scalar_t>(out, g.W, q0);
+  for (int k = threadIdx.x; k < ntasks; k += blockDim.x) {
+    int p, q;
+    seg_task(inf.mode, k, th, tw, &p, &q);
+    const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = b;
+    for (int s = 0; s < inf.nseg; ++s) {
+      const int4 e = sseg[s];
+      run_segment<R>(S, b0 + e.x, ustep, e.y, sw + e.z, acc);
+    }
+    if (vec_rows && q + R <= tw) {
+      // A row task's outputs are contiguous: 16-byte stores instead of one sector per lane and r.
+      store8<scalar_t>(op + int64_t(p0 + p) * g.W + q0 + q, acc);
+      continue;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int pr = p + r * ui, qr = q + r * uj;
+      if (pr < th && qr >= 0 && qr < tw) op[int64_t(p0 + pr) * g.W + q0 + qr] = static_cast<scalar_t>(acc[r]);
+    }
+  }
+}
+
+// acc[l * stride] += sum_r g[r] * S[a + (r + l) * ustep] for l < L (the window of run_segment).
+template <int R>
+__device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, int a, int ustep, int L,
+                                                  float* __restrict__ acc, int stride, const float (&g)[R]) {
+  float v[R];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) v[k] = S[a + k * ustep];
+  const float* sp = S + a + (R - 1) * ustep;
+  for (int l0 = 0; l0 < L; l0 += R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (l0 + i < L) {
+        v[(i + R - 1) % R] = *sp;
+        sp += ustep;
+        float part = 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) part += g[r] * v[(i + r) % R];
+        acc[(l0 + i) * stride] += part;
+      }
+    }
+  }
+}
+
+// Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
+// kernel, with dy in registers; every thread accumulates its own column of per-point sums in
+// shared memory, a block adds the columns in a fixed order and writes
+// partial[c][part][point] (points in segment order, part = tile * chunks + chunk).
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFastThreads)
+    seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
+                          const SegInfo* __restrict__ info, const int4* __restrict__ segs,
+                          const int2* __restrict__ halo, float* __restrict__ partial, const FastGeometry g, int N,
+                          int chunk) {
+  constexpr int R = kSegR;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int chunks = (N + chunk - 1) / chunk;
+  const int tile = blockIdx.x % g.tiles;
+  const int ck = (blockIdx.x / g.tiles) % chunks;
+  const int c = blockIdx.x / (g.tiles * chunks);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
+  const SegInfo inf = info[c];
+  const int2 hl = halo[c];
+  const int EH = seg_tile_rows(th, hl.x);
+  const int EW = seg_tile_cols(tw, hl.y);
+  const int pitch = EW | 1;
+  const int nthreads = blockDim.x;
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* acc = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
+  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) +
+                                      align16(sizeof(float) * g.K * nthreads));
+  for (int s = threadIdx.x; s < inf.nseg; s += nthreads) {
+    const int4 e = segs[int64_t(c) * g.K + s];
+    sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
+  }
+  for (int e = threadIdx.x; e < inf.npts * nthreads; e += nthreads) acc[e] = 0.0f;
+  int ui, uj;
+  mode_step(inf.mode, &ui, &uj);
+  const int ustep = ui * pitch + uj;
+  const int ntasks = seg_ntasks(inf.mode, th, tw);
+  const bool vec_rows = inf.mode == 0 && rows_vectorizable<scalar_t>(dy, g.W, q0);
+  const int n_end = min(N, (ck + 1) * chunk);
+  for (int n = ck * chunk; n < n_end; ++n) {
+    const int64_t plane = int64_t(n) * g.C + c;
+    __syncthreads();  // the previous image's reads of S are done
+    stage_plane<scalar_t>(S, pitch, x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
+    __syncthreads();
+    const scalar_t* dyp = dy + plane * g.H * g.W;
+    for (int k = threadIdx.x; k < ntasks; k += nthreads) {
+      int p, q;
+      seg_task(inf.mode, k, th, tw, &p, &q);
+      float gr[R];
+      if (vec_rows && q + R <= tw) {
+        load8<scalar_t>(dyp + int64_t(p0 + p) * g.W + q0 + q, gr);
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int pr = p + r * ui, qr = q + r * uj;
+          gr[r] = (pr < th && qr >= 0 && qr < tw) ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr]) : 0.0f;
+        }
+      }
+      const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
+      for (int s = 0; s < inf.nseg; ++s) {
+        const int4 e = sseg[s];
+        run_segment_wgrad<R>(S, b0 + e.x, ustep, e.y, acc + e.z * nthreads + threadIdx.x, nthreads, gr);
+      }
+    }
+  }
+  __syncthreads();
+  // Point j: the columns of all threads, lane-strided then a butterfly, in a fixed order.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = nthreads >> 5;
+  const int parts = g.tiles * chunks;
+  for (int j = warp; j < inf.npts; j += nwarps) {
+    float v = 0.0f;
+    for (int t = lane; t < nthreads; t += 32) v += acc[j * nthreads + t];
+    v = warp_sum(v);
+    if (lane == 0) partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+}
+
+// ---- NHWC fast path --------------------------------------------------------------------------
+template <typename scalar_t>
+struct VecTraits {
+  static constexpr int kCB = 32 / sizeof(scalar_t);  // channels per block (32 bytes per pixel)
+  static constexpr int kV = kCB / 4;                // channels per lane (4 lanes per pixel)
+};
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int bytes = valid ? 16 : 0;  // 0: no read, zero fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// V consecutive channels <-> floats.
+template <typename scalar_t, int V>
+struct ChannelVec {
+  scalar_t v[V];
+};
+
+template <typename scalar_t, int V>
+union Raw8 {
+  static_assert(sizeof(scalar_t) * V == 8, "a lane's channels are 8 bytes");
+  ChannelVec<scalar_t, V> s;
+  uint2 raw;
+};
+
+// bfloat16 -> float is a 16-bit shift: two integer ops per pair instead of conversion
+// instructions (which run at a quarter of the rate of the multiply-adds they feed).
+template <typename scalar_t, int V>
+__device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (&f)[V]) {
+  Raw8<scalar_t, V> u;
+  u.raw = *reinterpret_cast<const uint2*>(p);
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    f[0] = __uint_as_float(u.raw.x << 16);
+    f[1] = __uint_as_float(u.raw.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.raw.y << 16);
+    f[3] = __uint_as_float(u.raw.y & 0xffff0000u);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = static_cast<float>(u.s.v[k]);
+  }
+}
+
+template <typename scalar_t, int V>
+__device__ __forceinline__ void store_vec(scalar_t* __restrict__ p, const float (&f)[V]) {
+  Raw8<scalar_t, V> u;
+#pragma unroll
+  for (int k = 0; k < V; ++k) u.s.v[k] = static_cast<scalar_t>(f[k]);
+  *reinterpret_cast<uint2*>(p) = u.raw;
+}
+
+// V consecutive floats from a 4 * V-byte aligned address (shared-memory weight tables).
+template <int V>
+__device__ __forceinline__ void load_floats(const float* __restrict__ p, float (&f)[V]) {
+  if constexpr (V == 4) {
+    const float4 u = *reinterpret_cast<const float4*>(p);
+    f[0] = u.x;
+    f[1] = u.y;
+    f[2] = u.z;
+    f[3] = u.w;
+  } else if constexpr (V == 2) {
+    const float2 u = *reinterpret_cast<const float2*>(p);
+    f[0] = u.x;
+    f[1] = u.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = p[k];
+  }
+}
+
+// Sum of v[k] over the 8 lanes that share lane & 3 (lane bits 2, 3, 4), for V = 4 or 2 values,
+// with V shuffles instead of 3 V: each step halves the values a lane keeps. Returns the sum of
+// value `*k` (the same in lanes that differ only in bit 4, and for V = 2 also in bit 3), in a
+// fixed order: deterministic.
+template <int V>
+__device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k) {
+  const bool b2 = lane & 4, b3 = lane & 8;
+  if constexpr (V == 4) {
+    const float a0 = (b2 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[2], 4);
+    const float a1 = (b2 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, b2 ? v[1] : v[3], 4);
+    float b = (b3 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, b3 ? a0 : a1, 8);
+    b += __shfl_xor_sync(0xffffffffu, b, 16);
+    *k = (b2 ? 2 : 0) + (b3 ? 1 : 0);
+    return b;
+  } else {
+    static_assert(V == 2, "2 or 4 channels per lane");
+    float a = (b2 ? v[1] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[1], 4);
+    a += __shfl_xor_sync(0xffffffffu, a, 8);
+    a += __shfl_xor_sync(0xffffffffu, a, 16);
+    *k = b2 ? 1 : 0;
+    return a;
+  }
+}
+
+// Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of image n, channels [c0, c0 + CB), into S
+// (pixel-major, CB channels per pixel), zero outside the image and beyond C.
+template <typename scalar_t>
+__device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
+                                                int H, int W, int c0, int gi0, int gj0, int EH, int EW,
+                                                bool vec_ok) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int total = EH * EW;
+  if (vec_ok) {
+    // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int half = lane & 1;
+    for (int i = warp; i < EH; i += nwarps) {
+      const int gi = gi0 + i;
+      const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
+      for (int j = lane >> 1; j < EW; j += 16) {
+        const int gj = gj0 + j;
+        const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
+        const scalar_t* g = ok ? img + (int64_t(gi) * W + gj) * C + c0 + half * (CB / 2) : img;
+        cp_async16(S + (i * EW + j) * CB + half * (CB / 2), g, ok);
+      }
+    }
+    cp_async_wait_all();
+    return;
+  }
+  for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
+    const int pix = e / CB, k = e - pix * CB;
+    const int i = pix / EW, j = pix - i * EW;
+    const int gi = gi0 + i, gj = gj0 + j;
+    const bool ok = c0 + k < C && static_cast<unsigned>(gi) < static_cast<unsigned>(H) &&
+                    static_cast<unsigned>(gj) < static_cast<unsigned>(W);
+    S[e] = ok ? img[(int64_t(gi) * W + gj) * C + c0 + k] : scalar_t(0);
+  }
+}
+
+// One block: image n, an output tile, CB channels. Lane = 4 * pixel slot + channel quarter;
+// the thread owns kVecR outputs 64 pixels apart (consecutive pixels across a warp's slots).
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    vec_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
+                           const float* __restrict__ tw_, const int* __restrict__ tnpts,
+                           const int2* __restrict__ thalo, const FastGeometry g, int sign, bool vec_ok,
+                           int tile_bytes) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, R = kVecR;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = (g.C + CB - 1) / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int cg = (blockIdx.x / g.tiles) % groups;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int c0 = cg * CB;
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), twd = min(g.TW, g.W - q0);
+  const int lane = threadIdx.x & 31, quarter = lane & 3;
+  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);  // 0 .. blockDim / 4 - 1
+  const int slots = blockDim.x >> 2;
+
+  __shared__ int s_np, s_ph, s_pw, s_uniform[4];
+  if (threadIdx.x < 4) {
+    // A quarter's V channels share one vector load per tap when their point lists coincide.
+    bool same = true;
+    const int cq = c0 + threadIdx.x * V;
+    for (int k = 1; k < V && cq + k < g.C; ++k) {
+      same = same && tnpts[cq + k] == tnpts[cq];
+      for (int j = 0; same && j < tnpts[cq]; ++j) {
+        const int2 a = toff[int64_t(cq) * g.K + j], b = toff[int64_t(cq + k) * g.K + j];
+        same = a.x == b.x && a.y == b.y;
+      }
+    }
+    s_uniform[threadIdx.x] = same && cq + V <= g.C;
+  }
+  if (threadIdx.x == 0) {
+    int np = 0, ph = 0, pwid = 0;
+    for (int k = c0; k < c0 + CB && k < g.C; ++k) {
+      np = max(np, tnpts[k]);
+      ph = max(ph, thalo[k].x);
+      pwid = max(pwid, thalo[k].y);
+    }
+    s_np = np;
+    s_ph = ph;
+    s_pw = pwid;
+  }
+  __syncthreads();
+  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int EW = twd + 2 * pwid;
+  // Output rows per strip: the whole tile, or fewer when channels at different angles together
+  // need a larger halo than one line at any angle (the allocation's bound).
+  const int strip = min(th, tile_bytes / (32 * EW) - 2 * ph);
+  // Tables: soff[j][channel] pixel offsets, sw[j][channel] weights; taps beyond a channel's points
+  // read the centre with weight 0.
+  int* soff = reinterpret_cast<int*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int) * g.K * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * g.K * CB) + align16(sizeof(float) * g.K * CB));
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    int2 o = make_int2(0, 0);
+    float w = 0.0f;
+    if (ch < g.C && j < tnpts[ch]) {
+      o = toff[int64_t(ch) * g.K + j];
+      w = tw_[int64_t(ch) * g.K + j];
+    }
+    soff[e] = (sign * o.x + ph) * EW + (sign * o.y + pwid);
+    sw[e] = w;
+  }
+  const bool uniform = s_uniform[quarter] != 0;
+  const int cq = c0 + quarter * V;
+  float b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) b[k] = (bias != nullptr && cq + k < g.C) ? static_cast<float>(bias[cq + k]) : 0.0f;
+  const FastDiv div_tw(twd);
+  scalar_t* op = out + n * g.H * g.W * g.C;
+  for (int ps = 0; ps < th; ps += strip) {
+    const int sh = min(strip, th - ps);
+    if (ps > 0) __syncthreads();  // the previous strip's reads of S are done
+    stage_nhwc_tile<scalar_t>(S, src + n * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW,
+                              vec_ok);
+    __syncthreads();
+    const int nout = sh * twd;
+    for (int base = 0; base < nout; base += slots * R) {
+      int sbB[R];  // byte offset of each output's pixel in S
+      float acc[R][V];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int o = min(base + r * slots + slot, nout - 1);
+        int q;
+        const int p = div_tw(o, &q);
+        sbB[r] = (p * EW + q) * 32;
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[r][k] = b[k];
+      }
+      if (uniform) {
+        // Byte addressing: 32 bytes per pixel, this lane's channels at quarter * 8.
+        const unsigned char* Sq = reinterpret_cast<const unsigned char*>(S) + quarter * 8;
+        for (int j = 0; j < np; ++j) {
+          const unsigned char* St = Sq + soff[j * CB + quarter * V] * 32;
+          float w[V];
+          load_floats<V>(sw + j * CB + quarter * V, w);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float x[V];
+            load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), x);
+#pragma unroll
+            for (int k = 0; k < V; ++k) acc[r][k] += w[k] * x[k];
+          }
+        }
+      } else {
+        for (int j = 0; j < np; ++j) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const unsigned char* St = reinterpret_cast<const unsigned char*>(S + quarter * V + k) +
+                                      soff[j * CB + quarter * V + k] * 32;
+            const float w = sw[j * CB + quarter * V + k];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              acc[r][k] += w * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int o = base + r * slots + slot;
+        if (o >= nout) continue;
+        int q;
+        const int p = div_tw(o, &q);
+        scalar_t* dst = op + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
+        if (vec_ok) {
+          store_vec<scalar_t, V>(dst, acc[r]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            if (cq + k < g.C) dst[k] = static_cast<scalar_t>(acc[r][k]);
+          }
+        }
+      }
+  }
+  }
+}
+
+// Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
+// the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
+// shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
+template <typename scalar_t>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
+                          const int2* __restrict__ toff, const int* __restrict__ tnpts,
+                          const int2* __restrict__ thalo, float* __restrict__ partial, const FastGeometry g,
+                          int N, int chunk, bool vec_ok, int tile_bytes) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, R = kVecR;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int chunks = (N + chunk - 1) / chunk;
+  const int tile = blockIdx.x % g.tiles;
+  const int ck = (blockIdx.x / g.tiles) % chunks;
+  const int cg = blockIdx.x / (g.tiles * chunks);
+  const int c0 = cg * CB;
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), twd = min(g.TW, g.W - q0);
+  const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int slot = warp * 8 + (lane >> 2);
+  const int slots = blockDim.x >> 2;
+
+  __shared__ int s_np, s_ph, s_pw, s_uniform[4];
+  if (threadIdx.x < 4) {
+    bool same = true;
+    const int cq = c0 + threadIdx.x * V;
+    for (int k = 1; k < V && cq + k < g.C; ++k) {
+      same = same && tnpts[cq + k] == tnpts[cq];
+      for (int j = 0; same && j < tnpts[cq]; ++j) {
+        const int2 a = toff[int64_t(cq) * g.K + j], b = toff[int64_t(cq + k) * g.K + j];
+        same = a.x == b.x && a.y == b.y;
+      }
+    }
+    s_uniform[threadIdx.x] = same && cq + V <= g.C;
+  }
+  if (threadIdx.x == 0) {
+    int np = 0, ph = 0, pwid = 0;
+    for (int k = c0; k < c0 + CB && k < g.C; ++k) {
+      np = max(np, tnpts[k]);
+      ph = max(ph, thalo[k].x);
+      pwid = max(pwid, thalo[k].y);
+    }
+    s_np = np;
+    s_ph = ph;
+    s_pw = pwid;
+  }
+  __syncthreads();
+  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int EW = twd + 2 * pwid;
+  const int strip = min(th, tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
+  int* soff = reinterpret_cast<int*>(smem);
+  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * g.K * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * g.K * CB) +
+                                            align16(sizeof(float) * g.K * CB * (kFastThreads / 32)));
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    soff[e] = (o.x + ph) * EW + (o.y + pwid);
+  }
+  for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
+  const bool uniform = s_uniform[quarter] != 0;
+  const int cq = c0 + quarter * V;
+  const FastDiv div_tw(twd);
+  const int n_end = min(N, (ck + 1) * chunk);
+  for (int n = ck * chunk; n < n_end; ++n) {
+    for (int ps = 0; ps < th; ps += strip) {
+      const int sh = min(strip, th - ps);
+      __syncthreads();  // the previous strip's reads of S are done
+      stage_nhwc_tile<scalar_t>(S, x + int64_t(n) * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid,
+                                sh + 2 * ph, EW, vec_ok);
+      __syncthreads();
+      const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
+      const int nout = sh * twd;
+      for (int base = 0; base < nout; base += slots * R) {
+        int sbB[R];  // byte offset of each output's pixel in S
+        float gv[R][V];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int o = base + r * slots + slot;
+          int q;
+          const int p = div_tw(min(o, nout - 1), &q);
+          sbB[r] = (p * EW + q) * 32;
+          const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
+          if (o < nout && vec_ok) {
+            load_vec<scalar_t, V>(src, gv[r]);
+          } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
+          }
+        }
+        for (int j = 0; j < np; ++j) {
+          float part[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) part[k] = 0.0f;
+          if (uniform) {
+            const unsigned char* St =
+                reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              float xv[V];
+              load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
+#pragma unroll
+              for (int k = 0; k < V; ++k) part[k] += gv[r][k] * xv[k];
+            }
+          } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              const unsigned char* St = reinterpret_cast<const unsigned char*>(S + quarter * V + k) +
+                                        soff[j * CB + quarter * V + k] * 32;
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+              }
+            }
+          }
+          // Lanes quarter, quarter + 4, ..., quarter + 28 hold the same channels.
+          int k;
+          const float sum = slot_sum<V>(part, lane, &k);
+          if (lane < 16 && (V == 4 || lane < 8)) red[(warp * np + j) * CB + quarter * V + k] += sum;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int parts = g.tiles * chunks;
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    if (ch >= g.C || j >= tnpts[ch]) continue;
+    float v = 0.0f;
+    for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
+    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+}
+
+struct SegTables {
+  at::Tensor ints;     // info (C * 4) | halo (C * 2) | pad | segs (C * K * 4) | tap -> weight slot (C * K)
+  at::Tensor weights;  // C * K
+  int C, K;
+  int64_t head;        // ints before segs (6 * C rounded up to 4: int4 alignment)
+  const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
+  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 4 * int64_t(C)); }
+  const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + head); }
+  const float* w() const { return weights.data_ptr<float>(); }
+  const int* tap_sp() const { return ints.data_ptr<int>() + head + 4 * int64_t(C) * K; }
+};
+
+template <typename scalar_t>
+SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
+                         int sign) {
+  SegTables t;
+  t.C = static_cast<int>(weight.size(0));
+  t.K = static_cast<int>(weight.size(1));
+  const int64_t head = (6 * int64_t(t.C) + 3) / 4 * 4;
+  t.head = head;
+  t.ints = at::empty({head + 5 * int64_t(t.C) * t.K}, weight.options().dtype(at::kInt));
+  t.weights = at::empty({int64_t(t.C) * t.K}, weight.options().dtype(at::kFloat));
+  const at::Tensor th = theta.to(at::kFloat).contiguous();
+  const at::Tensor w = weight.contiguous();
+  int* ints = t.ints.data_ptr<int>();
+  build_segments_kernel<scalar_t><<<ceil_div(t.C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+      th.data_ptr<float>(), w.data_ptr<scalar_t>(), t.C, t.K, floor_rounding, residual, sign,
+      reinterpret_cast<SegInfo*>(ints), reinterpret_cast<int4*>(ints + head), t.weights.data_ptr<float>(),
+      reinterpret_cast<int2*>(ints + 4 * int64_t(t.C)), ints + head + 4 * int64_t(t.C) * t.K);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return t;
+}
+
+// ----------------------------------------------------------------------------------------------
 // Launch helpers
 // ----------------------------------------------------------------------------------------------
 template <typename Kernel>
@@ -757,6 +1651,229 @@ void launch_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, con
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
+// ---- Fast-path launches ------------------------------------------------------------------------
+// Largest value of tile_elems(ph, pw) over the halos a line of K taps can have at any angle:
+// ph, pw <= K/2 and ph + pw <= K/2 * sqrt(2) + 2 (|dh| <= h |sin| + 1, |dw| <= h |cos| + 1).
+template <typename F>
+int64_t max_over_halos(int K, F tile_elems) {
+  const int h = K / 2;
+  const int sum = static_cast<int>(std::floor(h * 1.41421356 + 2.0));
+  int64_t best = 0;
+  for (int ph = 0; ph <= h; ++ph) {
+    const int pw = std::min(h, sum - ph);
+    if (pw < 0) break;
+    best = std::max(best, tile_elems(ph, pw));
+  }
+  return best;
+}
+
+// Output tile of a fast path: the whole plane up to `start` x `start`, halved (longer side first)
+// until the worst-case tile of any angle fits in `soft` bytes (or only in the device limit).
+template <typename F>
+bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F tile_bytes) {
+  const int64_t hard = max_smem_optin() - fixed;
+  soft = std::min(soft - fixed, hard);
+  int TH = std::min(g.H, start), TW = std::min(g.W, start);
+  if (int64_t(g.H) * g.W <= int64_t(start) * start) {
+    TH = g.H;
+    TW = g.W;
+  }
+  auto bytes = [&](int th, int tw) {
+    return max_over_halos(g.K, [&](int ph, int pw) { return tile_bytes(th, tw, ph, pw); });
+  };
+  while ((bytes(TH, TW) > soft && (TH > 8 || TW > 8)) || (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
+    if (TH >= TW) TH = (TH + 1) / 2; else TW = (TW + 1) / 2;
+  }
+  g.TH = TH;
+  g.TW = TW;
+  g.tiles_w = ceil_div(g.W, TW);
+  g.tiles = ceil_div(g.H, TH) * g.tiles_w;
+  return bytes(TH, TW) <= hard;
+}
+
+int64_t seg_tile_bytes(int th, int tw, int ph, int pw) {
+  return int64_t(seg_tile_rows(th, ph)) * (seg_tile_cols(tw, pw) | 1) * int64_t(sizeof(float));
+}
+
+int64_t seg_fixed_bytes(int K) { return align16(sizeof(int4) * K) + align16(sizeof(float) * K); }
+
+// Threads for the NCHW fast path: enough for the largest task count of a tile, in as few rounds of
+// up to kFastThreads as possible, balanced.
+int seg_threads(const FastGeometry& g) {
+  const int R = kSegR;
+  const int rb = ceil_div(g.TH, R);
+  const int64_t tasks = std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, R), int64_t(g.TW + R - 1) * rb});
+  const int64_t rounds = (tasks + kFastThreads - 1) / kFastThreads;
+  return static_cast<int>(std::max<int64_t>(32, (((tasks + rounds - 1) / rounds) + 31) / 32 * 32));
+}
+
+template <typename scalar_t>
+bool launch_seg_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const SegTables& t,
+                       FastGeometry g, int64_t N) {
+  const int64_t fixed = seg_fixed_bytes(g.K);
+  if (!choose_fast_tile(g, 64, fixed, 100 * 1024, seg_tile_bytes)) return false;
+  const int64_t smem = fixed + max_over_halos(g.K, [&](int ph, int pw) { return seg_tile_bytes(g.TH, g.TW, ph, pw); });
+  auto kernel = seg_gather_nchw_kernel<scalar_t>;
+  set_smem(kernel, smem);
+  const int64_t blocks = N * g.C * g.tiles;
+  kernel<<<blocks, seg_threads(g), smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), g);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+template <typename scalar_t>
+bool launch_seg_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const SegTables& t, FastGeometry g,
+                      int64_t N) {
+  // Per-thread point sums: K floats per thread (the block size is fixed before the tile: the
+  // largest a tile of up to 64 x 64 can use).
+  FastGeometry probe = g;
+  probe.TH = std::min(g.H, 64);
+  probe.TW = std::min(g.W, 64);
+  const int threads = seg_threads(probe);
+  const int64_t fixed = align16(sizeof(int4) * g.K) + align16(sizeof(float) * g.K * threads);
+  if (!choose_fast_tile(g, 64, fixed, 120 * 1024, seg_tile_bytes)) return false;
+  const int64_t smem = fixed + max_over_halos(g.K, [&](int ph, int pw) { return seg_tile_bytes(g.TH, g.TW, ph, pw); });
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+  const int64_t chunks_wanted = std::clamp<int64_t>(want_blocks / (int64_t(g.C) * g.tiles), 1, N);
+  const int chunk = ceil_div(N, chunks_wanted);
+  const int chunks = ceil_div(N, chunk);
+  const int parts = g.tiles * chunks;
+  at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
+  auto kernel = seg_wgrad_nchw_kernel<scalar_t>;
+  set_smem(kernel, smem);
+  kernel<<<int64_t(g.C) * g.tiles * chunks, threads, smem, stream>>>(
+      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.info(), t.segs(), t.halo(), partial.data_ptr<float>(), g,
+      static_cast<int>(N), chunk);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  wgrad_reduce_kernel<scalar_t, float><<<ceil_div(int64_t(g.C) * g.K, 256), 256, 0, stream>>>(
+      partial.data_ptr<float>(), t.tap_sp(), dw.data_ptr<scalar_t>(), g.C, g.K, parts);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+template <typename scalar_t>
+int64_t vec_tile_bytes(int th, int tw, int ph, int pw) {
+  return int64_t(th + 2 * ph) * (tw + 2 * pw) * 32;  // 32 bytes of channels per pixel
+}
+
+// Shared memory for the NHWC tile: the worst single line at any angle, and at least one output row
+// with the largest halo on both axes, so that blocks whose channels have different angles can walk
+// their tile in strips of rows.
+template <typename scalar_t>
+int64_t vec_tile_alloc(const FastGeometry& g) {
+  const int h = g.K / 2;
+  return std::max(max_over_halos(g.K, [&](int ph, int pw) { return vec_tile_bytes<scalar_t>(g.TH, g.TW, ph, pw); }),
+                  vec_tile_bytes<scalar_t>(1, g.TW, h, h));
+}
+
+template <typename scalar_t>
+int64_t vec_fixed_bytes(int K, bool wgrad) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  return align16(sizeof(int) * K * CB) + align16(sizeof(float) * K * CB * (wgrad ? kFastThreads / 32 : 1));
+}
+
+template <typename scalar_t>
+bool vec_aligned(std::initializer_list<const at::Tensor*> ts, int C) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  if (C % CB != 0) return false;
+  for (const at::Tensor* x : ts) {
+    if ((reinterpret_cast<uintptr_t>(x->data_ptr()) & 15) != 0) return false;
+  }
+  return true;
+}
+
+template <typename scalar_t>
+bool launch_vec_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const TablesT<float>& t,
+                       FastGeometry g, int64_t N, int sign) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
+  if (!choose_fast_tile(g, 32, fixed, 80 * 1024, vec_tile_bytes<scalar_t>)) return false;
+  const int64_t tile = vec_tile_alloc<scalar_t>(g);
+  const int64_t smem = fixed + tile;
+  auto kernel = vec_gather_nhwc_kernel<scalar_t>;
+  set_smem(kernel, smem);
+  const int64_t blocks = N * g.tiles * ceil_div(g.C, CB);
+  const bool vec_ok = vec_aligned<scalar_t>({&src, &out}, g.C);
+  kernel<<<blocks, kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(), t.w(), t.npts(), t.halo(), g, sign, vec_ok,
+      static_cast<int>(tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+template <typename scalar_t>
+bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const TablesT<float>& t,
+                      FastGeometry g, int64_t N) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, true);
+  if (!choose_fast_tile(g, 32, fixed, 100 * 1024, vec_tile_bytes<scalar_t>)) return false;
+  const int64_t tile = vec_tile_alloc<scalar_t>(g);
+  const int64_t smem = fixed + tile;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int64_t cgroups = ceil_div(g.C, CB);
+  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+  const int64_t chunks_wanted = std::clamp<int64_t>(want_blocks / (cgroups * g.tiles), 1, N);
+  const int chunk = ceil_div(N, chunks_wanted);
+  const int chunks = ceil_div(N, chunk);
+  const int parts = g.tiles * chunks;
+  at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
+  auto kernel = vec_wgrad_nhwc_kernel<scalar_t>;
+  set_smem(kernel, smem);
+  const bool vec_ok = vec_aligned<scalar_t>({&x, &dy}, g.C);
+  kernel<<<cgroups * g.tiles * chunks, kFastThreads, smem, stream>>>(
+      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), partial.data_ptr<float>(), g,
+      static_cast<int>(N), chunk, vec_ok, static_cast<int>(tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  wgrad_reduce_kernel<scalar_t, float><<<ceil_div(int64_t(g.C) * g.K, 256), 256, 0, stream>>>(
+      partial.data_ptr<float>(), t.tap_pt(), dw.data_ptr<scalar_t>(), g.C, g.K, parts);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
+FastGeometry fast_geometry(const at::Tensor& input, int64_t K) {
+  return FastGeometry{static_cast<int>(input.size(1)), static_cast<int>(K), static_cast<int>(input.size(2)),
+                      static_cast<int>(input.size(3)), 0, 0, 0, 0};
+}
+
+// The stride-1 fast paths for float32, float16 and bfloat16; false: use the general kernels.
+template <typename scalar_t>
+bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
+                 const at::Tensor& weight, bool floor_rounding, bool residual, bool nhwc, int sign) {
+  const FastGeometry fg = fast_geometry(src, weight.size(1));
+  if (nhwc) {
+    const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, residual, true);
+    return launch_vec_gather<scalar_t>(src, out, bias, tables, fg, src.size(0), sign);
+  }
+  const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, sign);
+  return launch_seg_gather<scalar_t>(src, out, bias, segs, fg, src.size(0));
+}
+
+template <>
+bool fast_gather<double>(const at::Tensor&, at::Tensor&, const double*, const at::Tensor&, const at::Tensor&, bool,
+                         bool, bool, int) {
+  return false;
+}
+
+template <typename scalar_t>
+bool fast_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
+                const at::Tensor& weight, bool floor_rounding, bool nhwc) {
+  const FastGeometry fg = fast_geometry(x, weight.size(1));
+  if (nhwc) {
+    const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false);
+    return launch_vec_wgrad<scalar_t>(x, dy, dw, tables, fg, x.size(0));
+  }
+  const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, false, 1);
+  return launch_seg_wgrad<scalar_t>(x, dy, dw, segs, fg, x.size(0));
+}
+
+template <>
+bool fast_wgrad<double>(const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                        bool) {
+  return false;
+}
+
 void check_cuda_tensor(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), "oriented_dwconv1d (CUDA kernel): ", name, " is on ", t.device());
 }
@@ -795,11 +1912,13 @@ at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const
   const at::Tensor x = input.contiguous(fmt);
   const bool has_bias = bias.has_value() && bias->defined();
   const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
+  const bool nhwc = fmt == at::MemoryFormat::ChannelsLast;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* bp = has_bias ? b.data_ptr<scalar_t>() : nullptr;
+    if (stride == 1 && fast_gather<scalar_t>(x, out, bp, theta, weight, floor_rounding, residual, nhwc, 1)) return;
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
-    launch_gather<scalar_t, acc_t>(x, out, has_bias ? b.data_ptr<scalar_t>() : nullptr, tables, g,
-                                   input.size(0), fmt == at::MemoryFormat::ChannelsLast);
+    launch_gather<scalar_t, acc_t>(x, out, bp, tables, g, input.size(0), nhwc);
   });
   return out;
 }
@@ -818,10 +1937,15 @@ at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& 
   const GatherGeometry f = forward_geometry(input, weight.size(1), stride);
   // The input gradient gathers from dy upsampled by the stride, with negated offsets.
   const GatherGeometry g{f.C, f.K, f.Ho, f.Wo, f.a, f.Hs, f.Ws, 1, -1, 0, 0, 0, 0};
+  const bool nhwc = fmt == at::MemoryFormat::ChannelsLast;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_backward_input_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
+    // Stride 1: the forward gather over dy with every offset negated.
+    if (stride == 1 && fast_gather<scalar_t>(dy, dx, nullptr, theta, weight, floor_rounding, residual, nhwc, -1)) {
+      return;
+    }
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
-    launch_gather<scalar_t, acc_t>(dy, dx, nullptr, tables, g, input.size(0), fmt == at::MemoryFormat::ChannelsLast);
+    launch_gather<scalar_t, acc_t>(dy, dx, nullptr, tables, g, input.size(0), nhwc);
   });
   return dx;
 }
@@ -839,10 +1963,12 @@ at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor&
   const at::Tensor x = input.contiguous(fmt);
   const at::Tensor dy = grad_output.contiguous(fmt);
   const GatherGeometry g = forward_geometry(input, weight.size(1), stride);
+  const bool nhwc = fmt == at::MemoryFormat::ChannelsLast;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_backward_weight_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
+    if (stride == 1 && fast_wgrad<scalar_t>(x, dy, dw, theta, weight, floor_rounding, nhwc)) return;
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, false, false);
-    launch_wgrad<scalar_t, acc_t>(x, dy, dw, tables, g, input.size(0), fmt == at::MemoryFormat::ChannelsLast);
+    launch_wgrad<scalar_t, acc_t>(x, dy, dw, tables, g, input.size(0), nhwc);
   });
   return dw;
 }
