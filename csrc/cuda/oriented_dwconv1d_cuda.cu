@@ -623,7 +623,9 @@ __global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int
 // ----------------------------------------------------------------------------------------------
 constexpr int kSegR = 8;          // outputs per thread along the segment axis (NCHW fast path)
 constexpr int kFastThreads = 256;
-constexpr int kVecR = 8;          // outputs per thread (NHWC fast path)
+// NHWC fast path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
+// pixel slots x 8 would leave most of them idle).
+constexpr int kVecRLarge = 8, kVecRSmall = 4;
 
 struct SegInfo {
   int mode;  // 0: u = (0, 1), 1: u = (1, 0), 2: u = (1, 1), 3: u = (1, -1)
@@ -1186,15 +1188,15 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
 }
 
 // One block: image n, an output tile, CB channels. Lane = 4 * pixel slot + channel quarter;
-// the thread owns kVecR outputs 64 pixels apart (consecutive pixels across a warp's slots).
-template <typename scalar_t>
+// the thread owns R outputs 64 pixels apart (consecutive pixels across a warp's slots).
+template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
                            const float* __restrict__ tw_, const int* __restrict__ tnpts,
                            const int2* __restrict__ thalo, const FastGeometry g, int sign, bool vec_ok,
                            int tile_bytes) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, R = kVecR;
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int groups = (g.C + CB - 1) / CB;
   const int tile = blockIdx.x % g.tiles;
@@ -1332,13 +1334,13 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
-template <typename scalar_t>
+template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const int2* __restrict__ toff, const int* __restrict__ tnpts,
                           const int2* __restrict__ thalo, float* __restrict__ partial, const FastGeometry g,
                           int N, int chunk, bool vec_ok, int tile_bytes) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, R = kVecR;
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
   const int tile = blockIdx.x % g.tiles;
@@ -1792,7 +1794,8 @@ bool launch_vec_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   if (!choose_fast_tile(g, 32, fixed, 80 * 1024, vec_tile_bytes<scalar_t>)) return false;
   const int64_t tile = vec_tile_alloc<scalar_t>(g);
   const int64_t smem = fixed + tile;
-  auto kernel = vec_gather_nhwc_kernel<scalar_t>;
+  auto kernel = int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? vec_gather_nhwc_kernel<scalar_t, kVecRSmall>
+                                                         : vec_gather_nhwc_kernel<scalar_t, kVecRLarge>;
   set_smem(kernel, smem);
   const int64_t blocks = N * g.tiles * ceil_div(g.C, CB);
   const bool vec_ok = vec_aligned<scalar_t>({&src, &out}, g.C);
@@ -1819,7 +1822,8 @@ bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
   const int chunks = ceil_div(N, chunk);
   const int parts = g.tiles * chunks;
   at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
-  auto kernel = vec_wgrad_nhwc_kernel<scalar_t>;
+  auto kernel = int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall>
+                                                         : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge>;
   set_smem(kernel, smem);
   const bool vec_ok = vec_aligned<scalar_t>({&x, &dy}, g.C);
   kernel<<<cgroups * g.tiles * chunks, kFastThreads, smem, stream>>>(
