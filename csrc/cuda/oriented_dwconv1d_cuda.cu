@@ -619,7 +619,9 @@ __global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int
 // NHWC: a tile of 32 bytes of channels per pixel (16 half-precision or 8 float32 channels) is
 // copied to shared memory as it is (cp.async, zero-filled outside the image), four lanes share a
 // pixel and each converts and accumulates a vector of channels; eight pixels per warp make the
-// shared-memory reads conflict-free.
+// shared-memory reads conflict-free. When C is a multiple of the channel block, the gather uses
+// the segment windows of the NCHW path on such tiles (win_gather_nhwc_kernel); otherwise, and for
+// the weight gradient, a thread reads every tap of outputs 64 pixels apart.
 // ----------------------------------------------------------------------------------------------
 constexpr int kSegR = 8;          // outputs per thread along the segment axis (NCHW fast path)
 constexpr int kFastThreads = 256;
@@ -821,22 +823,27 @@ __host__ __device__ __forceinline__ int round_up(int a, int b) { return (a + b -
 // Shared-memory tile of the NCHW fast path: rows [p0 - ph, p0 + THr + ph), columns
 // [q0 - pw - (R-1), q0 + TWr + pw + (R-1)) (THr, TWr: th, tw rounded up to R), stored with an odd
 // row pitch (EW | 1) so that the lanes of a warp reading one column each hit distinct banks.
-__host__ __device__ __forceinline__ int seg_tile_rows(int th, int ph) { return round_up(th, kSegR) + 2 * ph; }
+template <int R = kSegR>
+__host__ __device__ __forceinline__ int seg_tile_rows(int th, int ph) {
+  return round_up(th, R) + 2 * ph;
+}
+template <int R = kSegR>
 __host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw) {
-  return round_up(tw, kSegR) + 2 * pw + 2 * (kSegR - 1);
+  return round_up(tw, R) + 2 * pw + 2 * (R - 1);
 }
 
-// Tasks of a th x tw output tile for axis `mode`: a task is kSegR outputs (p, q) + r * u. Mode 0:
-// one per row and group of kSegR columns (lanes walk down the rows); mode 1: one per column and
-// group of kSegR rows; modes 2 and 3: diagonal runs that start up to kSegR - 1 columns outside
+// Tasks of a th x tw output tile for axis `mode`: a task is R outputs (p, q) + r * u. Mode 0:
+// one per row and group of R columns (lanes walk down the rows); mode 1: one per column and
+// group of R rows; modes 2 and 3: diagonal runs that start up to R - 1 columns outside
 // the tile (their outside outputs are computed on zero padding and not stored).
+template <int R = kSegR>
 __device__ __forceinline__ int seg_ntasks(int mode, int th, int tw) {
-  const int row_blocks = round_up(th, kSegR) / kSegR;
-  return mode == 0 ? th * (round_up(tw, kSegR) / kSegR) : (mode == 1 ? tw : tw + kSegR - 1) * row_blocks;
+  const int row_blocks = round_up(th, R) / R;
+  return mode == 0 ? th * (round_up(tw, R) / R) : (mode == 1 ? tw : tw + R - 1) * row_blocks;
 }
 
+template <int R = kSegR>
 __device__ __forceinline__ void seg_task(int mode, int k, int th, int tw, int* p, int* q) {
-  constexpr int R = kSegR;
   if (mode == 0) {
     const int cb = k / th;
     *p = k - cb * th;
@@ -1153,11 +1160,12 @@ __device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k)
 }
 
 // Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of image n, channels [c0, c0 + CB), into S
-// (pixel-major, CB channels per pixel), zero outside the image and beyond C.
+// (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row), zero outside the image and
+// beyond C.
 template <typename scalar_t>
 __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
                                                 int H, int W, int c0, int gi0, int gj0, int EH, int EW,
-                                                bool vec_ok) {
+                                                bool vec_ok, int pitch) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   const int total = EH * EW;
   if (vec_ok) {
@@ -1171,7 +1179,7 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
         const int gj = gj0 + j;
         const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
         const scalar_t* g = ok ? img + (int64_t(gi) * W + gj) * C + c0 + half * (CB / 2) : img;
-        cp_async16(S + (i * EW + j) * CB + half * (CB / 2), g, ok);
+        cp_async16(S + (i * pitch + j) * CB + half * (CB / 2), g, ok);
       }
     }
     cp_async_wait_all();
@@ -1183,7 +1191,7 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
     const int gi = gi0 + i, gj = gj0 + j;
     const bool ok = c0 + k < C && static_cast<unsigned>(gi) < static_cast<unsigned>(H) &&
                     static_cast<unsigned>(gj) < static_cast<unsigned>(W);
-    S[e] = ok ? img[(int64_t(gi) * W + gj) * C + c0 + k] : scalar_t(0);
+    S[(i * pitch + j) * CB + k] = ok ? img[(int64_t(gi) * W + gj) * C + c0 + k] : scalar_t(0);
   }
 }
 
@@ -1267,7 +1275,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     const int sh = min(strip, th - ps);
     if (ps > 0) __syncthreads();  // the previous strip's reads of S are done
     stage_nhwc_tile<scalar_t>(S, src + n * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW,
-                              vec_ok);
+                              vec_ok, EW);
     __syncthreads();
     const int nout = sh * twd;
     for (int base = 0; base < nout; base += slots * R) {
@@ -1400,7 +1408,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       const int sh = min(strip, th - ps);
       __syncthreads();  // the previous strip's reads of S are done
       stage_nhwc_tile<scalar_t>(S, x + int64_t(n) * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid,
-                                sh + 2 * ph, EW, vec_ok);
+                                sh + 2 * ph, EW, vec_ok, EW);
       __syncthreads();
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
       const int nout = sh * twd;
@@ -1462,6 +1470,221 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     float v = 0.0f;
     for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
     partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+}
+
+// ---- NHWC window path (stride 1, C a multiple of the channel block) ----------------------------
+// The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each
+// holding V channels; a thread owns R outputs that follow each other along its channels' segment
+// axis and, for a segment of L points, loads R + L - 1 channel vectors from shared memory (each
+// converted to float once) for R * L * V multiply-adds. The eight pixel slots of a warp take
+// neighbouring tasks (neighbouring rows for the row axis, neighbouring columns otherwise), which
+// the odd row pitch makes conflict-free. Lanes whose V channels have different segment lists (at
+// the boundary of two angle groups that splits a lane's channels) walk them one channel at a time.
+template <typename scalar_t>
+struct WinTraits {
+  static constexpr int kR = 16 / VecTraits<scalar_t>::kV;  // R * V = 16 accumulators per thread
+};
+
+// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k]: the channel vectors of pixel
+// i start at Sq + 32 * i.
+template <typename scalar_t, int R, int V>
+__device__ __forceinline__ void run_segment_vec(const unsigned char* __restrict__ Sq, int a, int ustep, int L,
+                                                const float* __restrict__ w, int wstride, float (&acc)[R][V]) {
+  float v[R][V];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(Sq + (a + k * ustep) * 32), v[k]);
+  const unsigned char* sp = Sq + (a + (R - 1) * ustep) * 32;
+  const int bstep = ustep * 32;
+  for (int l0 = 0; l0 < L; l0 += R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (l0 + i < L) {
+        load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(sp), v[(i + R - 1) % R]);
+        sp += bstep;
+        float wl[V];
+        load_floats<V>(w + (l0 + i) * wstride, wl);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[r][k] += wl[k] * v[(i + r) % R][k];
+        }
+      }
+    }
+  }
+}
+
+// The same for one channel: its value in pixel i at Sc + 32 * i.
+template <typename scalar_t, int R>
+__device__ __forceinline__ void run_segment_one(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
+                                                const float* __restrict__ w, int wstride, float (&acc)[R]) {
+  float v[R];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) v[k] = static_cast<float>(*reinterpret_cast<const scalar_t*>(Sc + (a + k * ustep) * 32));
+  const unsigned char* sp = Sc + (a + (R - 1) * ustep) * 32;
+  const int bstep = ustep * 32;
+  for (int l0 = 0; l0 < L; l0 += R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (l0 + i < L) {
+        v[(i + R - 1) % R] = static_cast<float>(*reinterpret_cast<const scalar_t*>(sp));
+        sp += bstep;
+        const float wl = w[(l0 + i) * wstride];
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += wl * v[(i + r) % R];
+      }
+    }
+  }
+}
+
+// One block: image n, an output tile, CB channels (C % CB == 0, 16-byte aligned tensors). The tile
+// is staged (cp.async, storage dtype) in strips of output rows when the block's channels together
+// need a larger halo than the allocation holds for the whole tile.
+template <typename scalar_t, int R>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
+                           const int4* __restrict__ segs, const float* __restrict__ segw,
+                           const int2* __restrict__ halo, const FastGeometry g, int tile_bytes) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = g.C / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
+  const int lane = threadIdx.x & 31, quarter = lane & 3;
+  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);
+  const int slots = blockDim.x >> 2;
+
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw;
+  if (threadIdx.x < CB) {
+    const SegInfo f = info[c0 + threadIdx.x];
+    s_mode[threadIdx.x] = f.mode;
+    s_nseg[threadIdx.x] = f.nseg;
+  }
+  if (threadIdx.x == 0) {
+    int ph = 0, pw = 0;
+    for (int k = 0; k < CB; ++k) {
+      ph = max(ph, halo[c0 + k].x);
+      pw = max(pw, halo[c0 + k].y);
+    }
+    s_ph = ph;
+    s_pw = pw;
+  }
+  __syncthreads();
+  if (threadIdx.x < 4) {
+    // Whether the quarter's V channels walk the same segments (then one vector load per point).
+    const int k0 = threadIdx.x * V;
+    bool same = true;
+    for (int k = 1; k < V && same; ++k) {
+      same = s_mode[k0 + k] == s_mode[k0] && s_nseg[k0 + k] == s_nseg[k0];
+      for (int s = 0; same && s < s_nseg[k0]; ++s) {
+        const int4 a = segs[int64_t(c0 + k0) * g.K + s], b = segs[int64_t(c0 + k0 + k) * g.K + s];
+        same = a.x == b.x && a.y == b.y && a.z == b.z;
+      }
+    }
+    s_uniform[threadIdx.x] = same;
+  }
+  const int ph = s_ph, pw = s_pw;
+  // Staged part: the whole tile, or (channels at different angles needing a larger joint halo than
+  // the allocation's single line) sub-tiles of sh x sw outputs, multiples of R, that fit.
+  int sh = th, sw_ = tw;
+  while (seg_tile_rows<R>(sh, ph) * (seg_tile_cols<R>(sw_, pw) | 1) * 32 > tile_bytes && (sh > R || sw_ > R)) {
+    if (sh > R) {
+      sh = max(R, (sh / 2 + R - 1) / R * R);
+    } else {
+      sw_ = max(R, (sw_ / 2 + R - 1) / R * R);
+    }
+  }
+  const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
+  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel].
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
+  for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+    const int k = e / g.K, s = e - k * g.K;
+    if (s < s_nseg[k]) {
+      const int4 sg = segs[int64_t(c0 + k) * g.K + s];
+      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+    }
+    sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+  }
+  const int k0 = quarter * V;
+  float b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
+  const scalar_t* img = src + n * g.H * g.W * g.C;
+  scalar_t* op = out + n * g.H * g.W * g.C;
+  const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+  for (int sub = 0; sub < subs; ++sub) {
+    const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
+    const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
+    __syncthreads();  // tables written; the previous sub-tile's reads of S are done
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
+                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch);
+    __syncthreads();
+    if (s_uniform[quarter]) {
+      const int mode = s_mode[k0], nseg = s_nseg[k0];
+      int ui, uj;
+      mode_step(mode, &ui, &uj);
+      const int ustep = ui * pitch + uj;
+      const int ntasks = seg_ntasks<R>(mode, sth, stw);
+      const unsigned char* Sq = reinterpret_cast<const unsigned char*>(S) + k0 * sizeof(scalar_t);
+      for (int t = slot; t < ntasks; t += slots) {
+        int p, q;
+        seg_task<R>(mode, t, sth, stw, &p, &q);
+        const int b0 = (p + ph) * pitch + q + pw + (R - 1);
+        float acc[R][V];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[r][k] = b[k];
+        }
+        for (int s = 0; s < nseg; ++s) {
+          const int4 e = sseg[k0 * g.K + s];
+          run_segment_vec<scalar_t, R, V>(Sq, b0 + e.x, ustep, e.y, sw + e.z * CB + k0, CB, acc);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int pr = p + r * ui, qr = q + r * uj;
+          if (pr < sth && qr >= 0 && qr < stw) {
+            store_vec<scalar_t, V>(op + (int64_t(p0 + ps + pr) * g.W + q0 + qs + qr) * g.C + c0 + k0, acc[r]);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < V; ++kk) {
+        const int kc = k0 + kk;
+        const int mode = s_mode[kc], nseg = s_nseg[kc];
+        int ui, uj;
+        mode_step(mode, &ui, &uj);
+        const int ustep = ui * pitch + uj;
+        const int ntasks = seg_ntasks<R>(mode, sth, stw);
+        const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+        for (int t = slot; t < ntasks; t += slots) {
+          int p, q;
+          seg_task<R>(mode, t, sth, stw, &p, &q);
+          const int b0 = (p + ph) * pitch + q + pw + (R - 1);
+          float acc[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r] = b[kk];
+          for (int s = 0; s < nseg; ++s) {
+            const int4 e = sseg[kc * g.K + s];
+            run_segment_one<scalar_t, R>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const int pr = p + r * ui, qr = q + r * uj;
+            if (pr < sth && qr >= 0 && qr < stw) {
+              op[(int64_t(p0 + ps + pr) * g.W + q0 + qs + qr) * g.C + c0 + kc] = static_cast<scalar_t>(acc[r]);
+            }
+          }
+        }
+      }
+    }
   }
 }
 
@@ -1806,6 +2029,37 @@ bool launch_vec_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   return true;
 }
 
+// Shared memory of the NHWC window kernel's tile: a single line at any angle over the whole tile,
+// and R x R outputs with the largest halo on both axes (the smallest sub-tile of blocks whose
+// channels have different angles).
+template <typename scalar_t>
+int64_t win_tile_bytes(int th, int tw, int ph, int pw, int K) {
+  constexpr int R = WinTraits<scalar_t>::kR;
+  auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
+  return std::max(bytes(seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw)),
+                  bytes(seg_tile_rows<R>(R, K / 2), seg_tile_cols<R>(R, K / 2)));
+}
+
+template <typename scalar_t>
+bool launch_win_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const SegTables& t,
+                       FastGeometry g, int64_t N) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  const int K = g.K;
+  const int64_t fixed = align16(sizeof(int4) * K * CB) + align16(sizeof(float) * K * CB);
+  auto tile_bytes = [K](int th, int tw, int ph, int pw) { return win_tile_bytes<scalar_t>(th, tw, ph, pw, K); };
+  if (!choose_fast_tile(g, 32, fixed, 80 * 1024, tile_bytes)) return false;
+  const int64_t tile = max_over_halos(K, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  const int64_t smem = fixed + tile;
+  auto kernel = win_gather_nhwc_kernel<scalar_t, R>;
+  set_smem(kernel, smem);
+  const int64_t blocks = N * g.tiles * (g.C / CB);
+  kernel<<<blocks, kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), g,
+      static_cast<int>(tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
 template <typename scalar_t>
 bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const TablesT<float>& t,
                       FastGeometry g, int64_t N) {
@@ -1847,6 +2101,10 @@ bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, c
                  const at::Tensor& weight, bool floor_rounding, bool residual, bool nhwc, int sign) {
   const FastGeometry fg = fast_geometry(src, weight.size(1));
   if (nhwc) {
+    if (vec_aligned<scalar_t>({&src, &out}, fg.C)) {
+      const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, sign);
+      if (launch_win_gather<scalar_t>(src, out, bias, segs, fg, src.size(0))) return true;
+    }
     const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, residual, true);
     return launch_vec_gather<scalar_t>(src, out, bias, tables, fg, src.size(0), sign);
   }

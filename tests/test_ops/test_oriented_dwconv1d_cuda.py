@@ -130,3 +130,34 @@ def test_long_kernel_float64_channels_last():
     ref = oriented_dwconv1d_reference(x, weight, theta, bias)
     assert rel_err(out, ref) < 1e-12
     assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('angles', ['groups12', 'per_channel', 'single'])
+@pytest.mark.parametrize('k', [7, 31])
+def test_channels_last_channel_blocks(dtype, angles, k):
+    """channels_last with C a multiple of the kernels' channel block: angle groups of 12 channels
+    (blocks that straddle two groups), a different angle in every channel, one angle for all; output,
+    both gradients and the residual form against the reference, on a plane split into tiles."""
+    c, h, w = 96, 45, 38
+    x, weight, _, bias = make_inputs(2, c, h, w, k, seed=k)
+    if angles == 'groups12':
+        theta = oriented_angles(c)
+    elif angles == 'per_channel':
+        theta = torch.linspace(0, math.pi, c + 1)[:-1]
+    else:
+        theta = torch.full((c,), math.radians(67.5))
+    grad_out = torch.randn(2, c, h, w, generator=torch.Generator().manual_seed(k + 1), dtype=torch.float64)
+    for residual in (False, True):
+        xg = x.to('cuda', dtype).contiguous(memory_format=torch.channels_last)
+        out, gx, gw, gb = forward_backward(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype),
+                                           grad_out.to('cuda', dtype).contiguous(memory_format=torch.channels_last),
+                                           residual=residual)
+        xr = x.double().requires_grad_()
+        wr = weight.double().requires_grad_()
+        ref = oriented_dwconv1d_reference(xr, wr, theta, bias.double(), residual=residual)
+        ref.backward(grad_out)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        assert rel_err(out, ref) < RTOL[dtype]
+        assert rel_err(gx, xr.grad) < RTOL[dtype]
+        assert rel_err(gw, wr.grad) < max(RTOL[dtype], 1e-4)
