@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <string>
 
 #if defined(__CUDACC__)
 #define MMO1D_HOST_DEVICE __host__ __device__ __forceinline__
@@ -47,24 +48,34 @@ inline at::MemoryFormat output_memory_format(const at::Tensor& input) {
              : at::MemoryFormat::Contiguous;
 }
 
+// "(2, 3, 4)": a tensor's shape for error messages, formatted here rather than through c10's
+// stream operator for ArrayRef, which ended the process instead of raising on torch 2.11 builds.
+inline std::string shape_str(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    s += (d > 0 ? ", " : "") + std::to_string(t.size(d));
+  }
+  return s + ")";
+}
+
 // Argument checks shared by every device; errors name the offending argument. They raise
 // RuntimeError (TORCH_CHECK): throwing c10::ValueError from an extension crashed the process on
 // torch 2.11 (seen on the GPU machine), RuntimeError translates everywhere.
 static inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride) {
   TORCH_CHECK(input.dim() == 4, "oriented_dwconv1d: input must be 4-D (N, C, H, W), got ",
-                    input.dim(), "-D of shape ", input.sizes());
+                    input.dim(), "-D of shape ", shape_str(input));
   TORCH_CHECK(weight.dim() == 2, "oriented_dwconv1d: weight must be 2-D (C, K), got shape ",
-                    weight.sizes());
+                    shape_str(weight));
   TORCH_CHECK(theta.dim() == 1, "oriented_dwconv1d: theta must be 1-D (C,), got shape ",
-                    theta.sizes());
+                    shape_str(theta));
   TORCH_CHECK(stride >= 1, "oriented_dwconv1d: stride must be >= 1, got ", stride);
   const int64_t C = input.size(1);
   const int64_t K = weight.size(1);
   TORCH_CHECK(K >= 1 && K % 2 == 1,
                     "oriented_dwconv1d: kernel size must be odd and positive, got K=", K);
   TORCH_CHECK(input.size(2) >= 1 && input.size(3) >= 1,
-                    "oriented_dwconv1d: input height and width must be >= 1, got ", input.sizes());
+                    "oriented_dwconv1d: input height and width must be >= 1, got ", shape_str(input));
   TORCH_CHECK(weight.size(0) == C, "oriented_dwconv1d: weight has ", weight.size(0),
                     " channels but input has ", C);
   TORCH_CHECK(theta.size(0) == C, "oriented_dwconv1d: theta has ", theta.size(0),
@@ -80,7 +91,7 @@ static inline void check_forward_args(const at::Tensor& input, const at::Tensor&
               ") and theta (", theta.device(), ") must be on the same device");
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == C,
-                      "oriented_dwconv1d: bias must have shape (", C, ",), got ", bias->sizes());
+                      "oriented_dwconv1d: bias must have shape (", C, ",), got ", shape_str(*bias));
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "oriented_dwconv1d: bias dtype ",
                 bias->scalar_type(), " differs from input dtype ", input.scalar_type());
     TORCH_CHECK(bias->device() == input.device(), "oriented_dwconv1d: bias (", bias->device(),

@@ -2146,7 +2146,7 @@ void check_grad_output(const at::Tensor& grad_output, const at::Tensor& input, i
   const int64_t Ho = out_size(input.size(2), stride), Wo = out_size(input.size(3), stride);
   TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == N && grad_output.size(1) == C &&
                         grad_output.size(2) == Ho && grad_output.size(3) == Wo,
-                    "oriented_dwconv1d backward: grad_output has shape ", grad_output.sizes(),
+                    "oriented_dwconv1d backward: grad_output has shape ", shape_str(grad_output),
                     ", expected (", N, ", ", C, ", ", Ho, ", ", Wo, ")");
   TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), "oriented_dwconv1d backward: grad_output dtype ",
               grad_output.scalar_type(), " differs from input dtype ", input.scalar_type());

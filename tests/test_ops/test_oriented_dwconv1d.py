@@ -180,7 +180,8 @@ def test_autocast(device):
 def test_bad_inputs_raise_clear_errors():
     x, weight, theta, bias = make_inputs(2, 4, 6, 6, 5)
     cases = [
-        (lambda: oriented_dwconv1d(x[0], weight, theta), RuntimeError, 'input must be 4-D'),
+        (lambda: oriented_dwconv1d(x[0], weight, theta), RuntimeError,
+         'input must be 4-D (N, C, H, W), got 3-D of shape (4, 6, 6)'),
         (lambda: oriented_dwconv1d(x, torch.randn(4, 4), theta), RuntimeError, 'odd'),
         (lambda: oriented_dwconv1d(x, torch.randn(4, 0), theta), RuntimeError, 'odd and positive'),
         (lambda: oriented_dwconv1d(x, torch.randn(3, 5), theta), RuntimeError, 'weight has 3 channels'),
