@@ -66,22 +66,25 @@ __global__ void build_tables_kernel(const float* __restrict__ theta, const scala
   angle_sincos(theta[c], &s, &co);
   int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
   const int64_t base = static_cast<int64_t>(c) * K;
+  // A point's weight is summed in a register (its taps are consecutive) and stored once.
+  acc_t wsum = acc_t(0);
   for (int t = 0; t < K; ++t) {
     int dh, dw;
     tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
     if (dh != prev_dh || dw != prev_dw) {
+      if (n >= 0 && pw != nullptr) pw[base + n] = wsum;
       ++n;
       off[base + n] = make_int2(dh, dw);
-      if (pw != nullptr) pw[base + n] = acc_t(0);
+      wsum = acc_t(0);
       prev_dh = dh;
       prev_dw = dw;
       ph = max(ph, abs(dh));
       pwid = max(pwid, abs(dw));
     }
-    if (pw != nullptr) pw[base + n] += static_cast<acc_t>(weight[base + t]);
+    wsum += static_cast<acc_t>(weight[base + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
     tap_pt[base + t] = n;
   }
-  if (residual && pw != nullptr) pw[base + tap_pt[base + K / 2]] += acc_t(1);
+  if (pw != nullptr) pw[base + n] = wsum;
   // Unused table slots: weight 0 at the centre, so padded loops read valid memory and add nothing.
   for (int j = n + 1; j < K; ++j) {
     off[base + j] = make_int2(0, 0);
@@ -649,12 +652,19 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
                                       int C, int K, bool floor_rounding, bool residual, int sign,
                                       SegInfo* __restrict__ info, int4* __restrict__ segs,
                                       float* __restrict__ segw, int2* __restrict__ halo,
-                                      int* __restrict__ tap_sp) {
+                                      int* __restrict__ tap_sp, int scratch_bytes) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float s, co;
   angle_sincos(theta[c], &s, &co);
   const int64_t base = static_cast<int64_t>(c) * K;
+  // Weights and tap -> slot map are built in this thread's shared-memory scratch when the launch
+  // gave one (K floats + K ints per thread), then copied out: pass 2 reads back and reverses them.
+  extern __shared__ __align__(16) unsigned char scratch[];
+  const bool in_smem = scratch_bytes > 0;
+  float* w = in_smem ? reinterpret_cast<float*>(scratch) + int64_t(threadIdx.x) * K : segw + base;
+  int* tsp = in_smem ? reinterpret_cast<int*>(scratch + sizeof(float) * K * blockDim.x) + int64_t(threadIdx.x) * K
+                     : tap_sp + base;
   // Pass 1: number of distinct points, halo and, for each axis, the number of runs.
   int np = 0, ph = 0, pwid = 0;
   int runs[4] = {0, 0, 0, 0}, dir[4] = {0, 0, 0, 0};
@@ -696,7 +706,6 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
   int run_h = 0, run_w = 0;  // first point of the current run (in tap order)
   prev_h = INT_MIN;
   prev_w = INT_MIN;
-  float* w = segw + base;
   auto close_run = [&](int taps_done) {
     if (run_len == 0) return;
     // Store the run so that l grows along +u: a run walked along -u starts at its last point and
@@ -716,8 +725,8 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
     ++nseg;
     // Taps of a reversed run point at reversed weight slots.
     for (int t = 0; run_dir < 0 && t < taps_done; ++t) {
-      const int j = tap_sp[base + t];
-      if (j >= first && j < nw) tap_sp[base + t] = first + (nw - 1 - j);
+      const int j = tsp[t];
+      if (j >= first && j < nw) tsp[t] = first + (nw - 1 - j);
     }
   };
   const int centre = K / 2;
@@ -729,7 +738,7 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
     float wt = static_cast<float>(weight[base + t]) + ((residual && t == centre) ? 1.0f : 0.0f);
     if (dh == prev_h && dw == prev_w) {
       w[nw - 1] += wt;
-      tap_sp[base + t] = nw - 1;
+      tsp[t] = nw - 1;
       continue;
     }
     const int eh = dh - prev_h, ew = dw - prev_w;
@@ -744,12 +753,16 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
       run_len = 1;
       run_dir = 0;
     }
-    tap_sp[base + t] = nw;
+    tsp[t] = nw;
     w[nw++] = wt;
     prev_h = dh;
     prev_w = dw;
   }
   close_run(K);
+  if (in_smem) {
+    for (int k = 0; k < nw; ++k) segw[base + k] = w[k];
+    for (int t = 0; t < K; ++t) tap_sp[base + t] = tsp[t];
+  }
   info[c] = SegInfo{mode, nseg, np, 0};
   halo[c] = make_int2(ph, pwid);
 }
@@ -1713,10 +1726,15 @@ SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool
   const at::Tensor th = theta.to(at::kFloat).contiguous();
   const at::Tensor w = weight.contiguous();
   int* ints = t.ints.data_ptr<int>();
-  build_segments_kernel<scalar_t><<<ceil_div(t.C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+  // One thread per channel, 32 per block (the channels spread over many SMs: the per-thread work is
+  // a serial walk over the taps), with K floats + K ints of shared-memory scratch each when they fit.
+  const int threads = 32;
+  const int64_t scratch = int64_t(threads) * t.K * (sizeof(float) + sizeof(int));
+  const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
+  build_segments_kernel<scalar_t><<<ceil_div(t.C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
       th.data_ptr<float>(), w.data_ptr<scalar_t>(), t.C, t.K, floor_rounding, residual, sign,
       reinterpret_cast<SegInfo*>(ints), reinterpret_cast<int4*>(ints + head), t.weights.data_ptr<float>(),
-      reinterpret_cast<int2*>(ints + 4 * int64_t(t.C)), ints + head + 4 * int64_t(t.C) * t.K);
+      reinterpret_cast<int2*>(ints + 4 * int64_t(t.C)), ints + head + 4 * int64_t(t.C) * t.K, scratch_bytes);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return t;
 }
