@@ -48,38 +48,41 @@ inline at::MemoryFormat output_memory_format(const at::Tensor& input) {
              : at::MemoryFormat::Contiguous;
 }
 
-// "(2, 3, 4)": a tensor's shape for error messages, formatted here rather than through c10's
-// stream operator for ArrayRef, which ended the process instead of raising on torch 2.11 builds.
-inline std::string shape_str(const at::Tensor& t) {
+// Error messages format numbers with std::to_string, never by streaming them into c10::str: on the
+// GPU machine's torch 2.11 build, a failing check whose message streamed an integer ended the
+// process (SIGSEGV) instead of raising, while checks streaming only strings, dtypes and devices
+// raised normally.
+// "(2, 3, 4)": a shape for error messages.
+inline std::string shape_str(c10::IntArrayRef sizes) {
   std::string s = "(";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    s += (d > 0 ? ", " : "") + std::to_string(t.size(d));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    s += (d > 0 ? ", " : "") + std::to_string(sizes[d]);
   }
   return s + ")";
 }
+inline std::string shape_str(const at::Tensor& t) { return shape_str(t.sizes()); }
 
 // Argument checks shared by every device; errors name the offending argument. They raise
-// RuntimeError (TORCH_CHECK): throwing c10::ValueError from an extension crashed the process on
-// torch 2.11 (seen on the GPU machine), RuntimeError translates everywhere.
+// RuntimeError (TORCH_CHECK).
 static inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride) {
   TORCH_CHECK(input.dim() == 4, "oriented_dwconv1d: input must be 4-D (N, C, H, W), got ",
-                    input.dim(), "-D of shape ", shape_str(input));
+                    std::to_string(input.dim()), "-D of shape ", shape_str(input));
   TORCH_CHECK(weight.dim() == 2, "oriented_dwconv1d: weight must be 2-D (C, K), got shape ",
                     shape_str(weight));
   TORCH_CHECK(theta.dim() == 1, "oriented_dwconv1d: theta must be 1-D (C,), got shape ",
                     shape_str(theta));
-  TORCH_CHECK(stride >= 1, "oriented_dwconv1d: stride must be >= 1, got ", stride);
+  TORCH_CHECK(stride >= 1, "oriented_dwconv1d: stride must be >= 1, got ", std::to_string(stride));
   const int64_t C = input.size(1);
   const int64_t K = weight.size(1);
   TORCH_CHECK(K >= 1 && K % 2 == 1,
-                    "oriented_dwconv1d: kernel size must be odd and positive, got K=", K);
+                    "oriented_dwconv1d: kernel size must be odd and positive, got K=", std::to_string(K));
   TORCH_CHECK(input.size(2) >= 1 && input.size(3) >= 1,
                     "oriented_dwconv1d: input height and width must be >= 1, got ", shape_str(input));
-  TORCH_CHECK(weight.size(0) == C, "oriented_dwconv1d: weight has ", weight.size(0),
-                    " channels but input has ", C);
-  TORCH_CHECK(theta.size(0) == C, "oriented_dwconv1d: theta has ", theta.size(0),
-                    " angles but input has ", C, " channels");
+  TORCH_CHECK(weight.size(0) == C, "oriented_dwconv1d: weight has ", std::to_string(weight.size(0)),
+                    " channels but input has ", std::to_string(C));
+  TORCH_CHECK(theta.size(0) == C, "oriented_dwconv1d: theta has ", std::to_string(theta.size(0)),
+                    " angles but input has ", std::to_string(C), " channels");
   TORCH_CHECK(input.is_floating_point(), "oriented_dwconv1d: input must be a floating-point tensor, got ",
               input.scalar_type());
   TORCH_CHECK(theta.is_floating_point(), "oriented_dwconv1d: theta must be a floating-point tensor, got ",
@@ -91,7 +94,7 @@ static inline void check_forward_args(const at::Tensor& input, const at::Tensor&
               ") and theta (", theta.device(), ") must be on the same device");
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == C,
-                      "oriented_dwconv1d: bias must have shape (", C, ",), got ", shape_str(*bias));
+                      "oriented_dwconv1d: bias must have shape (", std::to_string(C), ",), got ", shape_str(*bias));
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "oriented_dwconv1d: bias dtype ",
                 bias->scalar_type(), " differs from input dtype ", input.scalar_type());
     TORCH_CHECK(bias->device() == input.device(), "oriented_dwconv1d: bias (", bias->device(),

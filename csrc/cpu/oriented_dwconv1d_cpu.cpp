@@ -57,7 +57,7 @@ void check_grad_output(const at::Tensor& grad_output, const Geometry& g) {
   TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == g.N && grad_output.size(1) == g.C &&
                         grad_output.size(2) == g.Ho && grad_output.size(3) == g.Wo,
                     "oriented_dwconv1d backward: grad_output has shape ", shape_str(grad_output),
-                    ", expected (", g.N, ", ", g.C, ", ", g.Ho, ", ", g.Wo, ")");
+                    ", expected ", shape_str({g.N, g.C, g.Ho, g.Wo}));
 }
 
 int64_t grain(const Geometry& g) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.H * g.W * g.K)); }

@@ -1747,8 +1747,8 @@ void set_smem(Kernel kernel, size_t bytes) {
   int dev = 0, optin = 0;
   MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
   MMO1D_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  TORCH_CHECK(bytes <= static_cast<size_t>(optin), "oriented_dwconv1d: a tile needs ", bytes,
-              " bytes of shared memory, more than the device's ", optin);
+  TORCH_CHECK(bytes <= static_cast<size_t>(optin), "oriented_dwconv1d: a tile needs ", std::to_string(bytes),
+              " bytes of shared memory, more than the device's ", std::to_string(optin));
   if (bytes > 48 * 1024) {
     MMO1D_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
@@ -1841,8 +1841,8 @@ void launch_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
     return;
   }
   const size_t fixed = gather_fixed_bytes<acc_t>(g.K, false);
-  TORCH_CHECK(choose_tile(g, false, sizeof(acc_t), fixed), "oriented_dwconv1d: kernel size ", g.K,
-              " with stride ", g.a, " does not fit in shared memory");
+  TORCH_CHECK(choose_tile(g, false, sizeof(acc_t), fixed), "oriented_dwconv1d: kernel size ", std::to_string(g.K),
+              " with stride ", std::to_string(g.a), " does not fit in shared memory");
   const size_t smem = fixed + tile_bytes(g, sizeof(acc_t), false);
   auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
   set_smem(kernel, smem);
@@ -1859,7 +1859,7 @@ void launch_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, con
   const auto stream = at::cuda::getCurrentCUDAStream();
   const size_t fixed = wgrad_fixed_bytes<acc_t>(g.K, nhwc);
   if (!choose_tile(g, nhwc, sizeof(acc_t), fixed)) {
-    TORCH_CHECK(nhwc, "oriented_dwconv1d: kernel size ", g.K, " with stride ", g.a,
+    TORCH_CHECK(nhwc, "oriented_dwconv1d: kernel size ", std::to_string(g.K), " with stride ", std::to_string(g.a),
                 " does not fit in shared memory");
     launch_wgrad<scalar_t, acc_t>(x.contiguous(), dy.contiguous(), dw, t, g, N, false);
     return;
@@ -2165,7 +2165,7 @@ void check_grad_output(const at::Tensor& grad_output, const at::Tensor& input, i
   TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == N && grad_output.size(1) == C &&
                         grad_output.size(2) == Ho && grad_output.size(3) == Wo,
                     "oriented_dwconv1d backward: grad_output has shape ", shape_str(grad_output),
-                    ", expected (", N, ", ", C, ", ", Ho, ", ", Wo, ")");
+                    ", expected ", shape_str({N, C, Ho, Wo}));
   TORCH_CHECK(grad_output.scalar_type() == input.scalar_type(), "oriented_dwconv1d backward: grad_output dtype ",
               grad_output.scalar_type(), " differs from input dtype ", input.scalar_type());
 }
