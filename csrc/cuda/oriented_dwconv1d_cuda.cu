@@ -1551,7 +1551,7 @@ __device__ __forceinline__ void run_segment_one(const unsigned char* __restrict_
 }
 
 // One block: image n, an output tile, CB channels (C % CB == 0, 16-byte aligned tensors). The tile
-// is staged (cp.async, storage dtype) in strips of output rows when the block's channels together
+// is staged (cp.async, storage dtype) whole, or in sub-tiles when the block's channels together
 // need a larger halo than the allocation holds for the whole tile.
 template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
