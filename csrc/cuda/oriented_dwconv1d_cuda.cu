@@ -1499,52 +1499,86 @@ struct WinTraits {
   static constexpr int kR = 16 / VecTraits<scalar_t>::kV;  // R * V = 16 accumulators per thread
 };
 
-// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k]: the channel vectors of pixel
-// i start at Sq + 32 * i.
-template <typename scalar_t, int R, int V>
-__device__ __forceinline__ void run_segment_vec(const unsigned char* __restrict__ Sq, int a, int ustep, int L,
-                                                const float* __restrict__ w, int wstride, float (&acc)[R][V]) {
-  float v[R][V];
-#pragma unroll
-  for (int k = 0; k < R - 1; ++k) load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(Sq + (a + k * ustep) * 32), v[k]);
-  const unsigned char* sp = Sq + (a + (R - 1) * ustep) * 32;
-  const int bstep = ustep * 32;
-  for (int l0 = 0; l0 < L; l0 += R) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      if (l0 + i < L) {
-        load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(sp), v[(i + R - 1) % R]);
-        sp += bstep;
-        float wl[V];
-        load_floats<V>(w + (l0 + i) * wstride, wl);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc[r][k] += wl[k] * v[(i + r) % R][k];
-        }
-      }
-    }
+// NV consecutive channels of a pixel <-> floats: the lane's vector (NV = V) or one channel (NV = 1).
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    f[0] = static_cast<float>(*reinterpret_cast<const scalar_t*>(p));
+  } else {
+    load_vec<scalar_t, NV>(reinterpret_cast<const scalar_t*>(p), f);
   }
 }
 
-// The same for one channel: its value in pixel i at Sc + 32 * i.
-template <typename scalar_t, int R>
-__device__ __forceinline__ void run_segment_one(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
-                                                const float* __restrict__ w, int wstride, float (&acc)[R]) {
-  float v[R];
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    *p = static_cast<scalar_t>(f[0]);
+  } else {
+    store_vec<scalar_t, NV>(p, f);
+  }
+}
+
+// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
+// pixel i start at Sc + 32 * i.
+template <typename scalar_t, int R, int NV>
+__device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
+                                               const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
+  float v[R][NV];
 #pragma unroll
-  for (int k = 0; k < R - 1; ++k) v[k] = static_cast<float>(*reinterpret_cast<const scalar_t*>(Sc + (a + k * ustep) * 32));
+  for (int k = 0; k < R - 1; ++k) load_channels<scalar_t, NV>(Sc + (a + k * ustep) * 32, v[k]);
   const unsigned char* sp = Sc + (a + (R - 1) * ustep) * 32;
   const int bstep = ustep * 32;
   for (int l0 = 0; l0 < L; l0 += R) {
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       if (l0 + i < L) {
-        v[(i + R - 1) % R] = static_cast<float>(*reinterpret_cast<const scalar_t*>(sp));
+        load_channels<scalar_t, NV>(sp, v[(i + R - 1) % R]);
         sp += bstep;
-        const float wl = w[(l0 + i) * wstride];
+        float wl[NV];
+        load_floats<NV>(w + (l0 + i) * wstride, wl);
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] += wl * v[(i + r) % R];
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(i + r) % R][k];
+        }
+      }
+    }
+  }
+}
+
+// The tasks of one staged sub-tile (sth x stw outputs at (p0s, q0s) of image plane `op`) for NV
+// channels starting at channel kc of the block (c0 + kc in the tensor) that share one segment list.
+template <typename scalar_t, int R, int NV>
+__device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
+                                          int mode, int nseg, const int4* __restrict__ sseg,
+                                          const float* __restrict__ sw, const float (&b)[NV], int sth, int stw,
+                                          int p0s, int q0s, int ph, int pw, int pitch, int W, int C, int slot,
+                                          int slots) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  const int ustep = ui * pitch + uj;
+  const int ntasks = seg_ntasks<R>(mode, sth, stw);
+  const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  for (int t = slot; t < ntasks; t += slots) {
+    int p, q;
+    seg_task<R>(mode, t, sth, stw, &p, &q);
+    const int b0 = (p + ph) * pitch + q + pw + (R - 1);
+    float acc[R][NV];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) acc[r][k] = b[k];
+    }
+    for (int s = 0; s < nseg; ++s) {
+      const int4 e = sseg[s];
+      run_segment_px<scalar_t, R, NV>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int pr = p + r * ui, qr = q + r * uj;
+      if (pr < sth && qr >= 0 && qr < stw) {
+        store_channels<scalar_t, NV>(op + (int64_t(p0s + pr) * W + q0s + qr) * C + c, acc[r]);
       }
     }
   }
@@ -1639,63 +1673,16 @@ __global__ void __launch_bounds__(kFastThreads, 3)
                               seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch);
     __syncthreads();
     if (s_uniform[quarter]) {
-      const int mode = s_mode[k0], nseg = s_nseg[k0];
-      int ui, uj;
-      mode_step(mode, &ui, &uj);
-      const int ustep = ui * pitch + uj;
-      const int ntasks = seg_ntasks<R>(mode, sth, stw);
-      const unsigned char* Sq = reinterpret_cast<const unsigned char*>(S) + k0 * sizeof(scalar_t);
-      for (int t = slot; t < ntasks; t += slots) {
-        int p, q;
-        seg_task<R>(mode, t, sth, stw, &p, &q);
-        const int b0 = (p + ph) * pitch + q + pw + (R - 1);
-        float acc[R][V];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc[r][k] = b[k];
-        }
-        for (int s = 0; s < nseg; ++s) {
-          const int4 e = sseg[k0 * g.K + s];
-          run_segment_vec<scalar_t, R, V>(Sq, b0 + e.x, ustep, e.y, sw + e.z * CB + k0, CB, acc);
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int pr = p + r * ui, qr = q + r * uj;
-          if (pr < sth && qr >= 0 && qr < stw) {
-            store_vec<scalar_t, V>(op + (int64_t(p0 + ps + pr) * g.W + q0 + qs + qr) * g.C + c0 + k0, acc[r]);
-          }
-        }
-      }
+      win_tasks<scalar_t, R, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
+                                p0 + ps, q0 + qs, ph, pw, pitch, g.W, g.C, slot, slots);
     } else {
+      // The quarter's channels straddle two angle groups: one channel at a time.
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
         const int kc = k0 + kk;
-        const int mode = s_mode[kc], nseg = s_nseg[kc];
-        int ui, uj;
-        mode_step(mode, &ui, &uj);
-        const int ustep = ui * pitch + uj;
-        const int ntasks = seg_ntasks<R>(mode, sth, stw);
-        const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
-        for (int t = slot; t < ntasks; t += slots) {
-          int p, q;
-          seg_task<R>(mode, t, sth, stw, &p, &q);
-          const int b0 = (p + ph) * pitch + q + pw + (R - 1);
-          float acc[R];
-#pragma unroll
-          for (int r = 0; r < R; ++r) acc[r] = b[kk];
-          for (int s = 0; s < nseg; ++s) {
-            const int4 e = sseg[kc * g.K + s];
-            run_segment_one<scalar_t, R>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
-          }
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const int pr = p + r * ui, qr = q + r * uj;
-            if (pr < sth && qr >= 0 && qr < stw) {
-              op[(int64_t(p0 + ps + pr) * g.W + q0 + qs + qr) * g.C + c0 + kc] = static_cast<scalar_t>(acc[r]);
-            }
-          }
-        }
+        const float bk[1] = {b[kk]};
+        win_tasks<scalar_t, R, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
+                                  p0 + ps, q0 + qs, ph, pw, pitch, g.W, g.C, slot, slots);
       }
     }
   }
