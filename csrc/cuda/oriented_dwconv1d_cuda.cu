@@ -9,6 +9,8 @@
 //   q*a + sgn*dw_j]. Forward reads x with a = stride, sgn = +1. The input gradient reads dy
 //   "upsampled" by the stride (zeros off the stride grid) with a = 1, sgn = -1: no atomics, no
 //   divisibility tests in the inner loop.
+//   On the channels_last fast path the stride-2 input gradient is split by the parities of the
+//   offsets instead (polyphase): four stride-1 gathers over dy that skip the zeros.
 // * A block stages one zero-padded tile of its source in shared memory (converted to the
 //   accumulation type: float for fp32/fp16/bf16, double for fp64), with a halo sized for its
 //   own angle, and every thread accumulates several outputs per table entry.
@@ -647,17 +649,34 @@ __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
 // Segment tables of every channel for the gather with offsets sign * (dh, dw): per channel the
 // axis, the segments {dh0, dw0, L, first weight} (point l of a segment is (dh0, dw0) + l * u) and
 // the merged weights in segment order; the halo (max |dh|, max |dw|).
+// With classes = 4 (polyphase input gradient at stride 2), entry cls * C + c holds the taps of
+// channel c whose offsets have parities (cls >> 1, cls & 1), at offsets sign * (dh >> 1, dw >> 1);
+// the other taps map to slot -1.
 template <typename scalar_t>
 __global__ void build_segments_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight,
-                                      int C, int K, bool floor_rounding, bool residual, int sign,
+                                      int C, int K, bool floor_rounding, bool residual, int sign, int classes,
                                       SegInfo* __restrict__ info, int4* __restrict__ segs,
                                       float* __restrict__ segw, int2* __restrict__ halo,
                                       int* __restrict__ tap_sp, int scratch_bytes) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= C * classes) return;
+  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
   float s, co;
   angle_sincos(theta[c], &s, &co);
-  const int64_t base = static_cast<int64_t>(c) * K;
+  const int64_t wbase = static_cast<int64_t>(c) * K;  // weight row
+  const int64_t base = static_cast<int64_t>(idx) * K;  // table rows
+  // The tap's offset in this entry's coordinates; false: the tap belongs to another class.
+  auto offset = [&](int t, int* dh, int* dw) {
+    tap_offset(t, K, s, co, floor_rounding, dh, dw);
+    if (cls >= 0) {
+      if ((*dh & 1) != (cls >> 1) || (*dw & 1) != (cls & 1)) return false;
+      *dh >>= 1;  // floor(dh / 2)
+      *dw >>= 1;
+    }
+    *dh *= sign;
+    *dw *= sign;
+    return true;
+  };
   // Weights and tap -> slot map are built in this thread's shared-memory scratch when the launch
   // gave one (K floats + K ints per thread), then copied out: pass 2 reads back and reverses them.
   extern __shared__ __align__(16) unsigned char scratch[];
@@ -671,9 +690,7 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
   int prev_h = INT_MIN, prev_w = INT_MIN;
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
-    dh *= sign;
-    dw *= sign;
+    if (!offset(t, &dh, &dw)) continue;
     if (dh == prev_h && dw == prev_w) continue;
     ph = max(ph, abs(dh));
     pwid = max(pwid, abs(dw));
@@ -732,10 +749,11 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
   const int centre = K / 2;
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
-    dh *= sign;
-    dw *= sign;
-    float wt = static_cast<float>(weight[base + t]) + ((residual && t == centre) ? 1.0f : 0.0f);
+    if (!offset(t, &dh, &dw)) {
+      tsp[t] = -1;
+      continue;
+    }
+    float wt = static_cast<float>(weight[wbase + t]) + ((residual && t == centre) ? 1.0f : 0.0f);
     if (dh == prev_h && dw == prev_w) {
       w[nw - 1] += wt;
       tsp[t] = nw - 1;
@@ -763,8 +781,8 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
     for (int k = 0; k < nw; ++k) segw[base + k] = w[k];
     for (int t = 0; t < K; ++t) tap_sp[base + t] = tsp[t];
   }
-  info[c] = SegInfo{mode, nseg, np, 0};
-  halo[c] = make_int2(ph, pwid);
+  info[idx] = SegInfo{mode, nseg, np, 0};
+  halo[idx] = make_int2(ph, pwid);
 }
 
 // acc[r] += sum_l w[l] * S[a + (r + l) * ustep] for l < L: the window of R + L - 1 values is
@@ -1486,7 +1504,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   }
 }
 
-// ---- NHWC window path (stride 1, C a multiple of the channel block) ----------------------------
+// ---- NHWC window path (C a multiple of the channel block) --------------------------------------
 // The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each
 // holding V channels; a thread owns R outputs that follow each other along its channels' segment
 // axis and, for a segment of L points, loads R + L - 1 channel vectors from shared memory (each
@@ -1494,6 +1512,10 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 // neighbouring tasks (neighbouring rows for the row axis, neighbouring columns otherwise), which
 // the odd row pitch makes conflict-free. Lanes whose V channels have different segment lists (at
 // the boundary of two angle groups that splits a lane's channels) walk them one channel at a time.
+// Forward and input gradient at stride 1; at stride 2 the input gradient, polyphase:
+// dx[2i + a, 2j + b] gathers dy over the taps whose offsets have parities (a, b), at halved offsets,
+// so each parity class is a stride-1 gather over dy with its own segment tables that writes every
+// other pixel of dx (output step OS = 2).
 template <typename scalar_t>
 struct WinTraits {
   static constexpr int kR = 16 / VecTraits<scalar_t>::kV;  // R * V = 16 accumulators per thread
@@ -1546,14 +1568,15 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
   }
 }
 
-// The tasks of one staged sub-tile (sth x stw outputs at (p0s, q0s) of image plane `op`) for NV
-// channels starting at channel kc of the block (c0 + kc in the tensor) that share one segment list.
-template <typename scalar_t, int R, int NV>
+// The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
+// at channel kc of the block (c in the tensor) that share one segment list. Task position (p, q)
+// writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+template <typename scalar_t, int R, int OS, int NV>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, const int4* __restrict__ sseg,
                                           const float* __restrict__ sw, const float (&b)[NV], int sth, int stw,
-                                          int p0s, int q0s, int ph, int pw, int pitch, int W, int C, int slot,
-                                          int slots) {
+                                          int p0s, int q0s, int ph, int pw, int pitch, int OH, int OW, int oa,
+                                          int ob, int C, int slot, int slots) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -1577,28 +1600,37 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int pr = p + r * ui, qr = q + r * uj;
-      if (pr < sth && qr >= 0 && qr < stw) {
-        store_channels<scalar_t, NV>(op + (int64_t(p0s + pr) * W + q0s + qr) * C + c, acc[r]);
+      const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
+      if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
+        store_channels<scalar_t, NV>(op + (int64_t(oi) * OW + oj) * C + c, acc[r]);
       }
     }
   }
 }
 
-// One block: image n, an output tile, CB channels (C % CB == 0, 16-byte aligned tensors). The tile
-// is staged (cp.async, storage dtype) whole, or in sub-tiles when the block's channels together
-// need a larger halo than the allocation holds for the whole tile.
-template <typename scalar_t, int R>
+// One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
+// aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
+// class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
+// The tile is staged (cp.async, storage dtype) whole, or in sub-tiles when the block's channels
+// together need a larger halo than the allocation holds for the whole tile.
+template <typename scalar_t, int R, int OS>
 __global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
                            const int4* __restrict__ segs, const float* __restrict__ segw,
-                           const int2* __restrict__ halo, const FastGeometry g, int tile_bytes) {
+                           const int2* __restrict__ halo, const FastGeometry g, int OH, int OW, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int groups = g.C / CB;
   const int tile = blockIdx.x % g.tiles;
   const int c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
   const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int cls = OS == 1 ? 0 : blockIdx.y;
+  const int oa = cls >> 1, ob = cls & 1;
+  info += int64_t(cls) * g.C;
+  halo += int64_t(cls) * g.C;
+  segs += int64_t(cls) * g.C * g.K;
+  segw += int64_t(cls) * g.C * g.K;
   const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
   const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
   const int lane = threadIdx.x & 31, quarter = lane & 3;
@@ -1663,7 +1695,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 #pragma unroll
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
   const scalar_t* img = src + n * g.H * g.W * g.C;
-  scalar_t* op = out + n * g.H * g.W * g.C;
+  scalar_t* op = out + n * OH * OW * g.C;
   const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
   for (int sub = 0; sub < subs; ++sub) {
     const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
@@ -1673,16 +1705,16 @@ __global__ void __launch_bounds__(kFastThreads, 3)
                               seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch);
     __syncthreads();
     if (s_uniform[quarter]) {
-      win_tasks<scalar_t, R, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
-                                p0 + ps, q0 + qs, ph, pw, pitch, g.W, g.C, slot, slots);
+      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
+                                    p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
     } else {
       // The quarter's channels straddle two angle groups: one channel at a time.
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
         const int kc = k0 + kk;
         const float bk[1] = {b[kk]};
-        win_tasks<scalar_t, R, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
-                                  p0 + ps, q0 + qs, ph, pw, pitch, g.W, g.C, slot, slots);
+        win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth,
+                                      stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
       }
     }
   }
@@ -1691,7 +1723,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 struct SegTables {
   at::Tensor ints;     // info (C * 4) | halo (C * 2) | pad | segs (C * K * 4) | tap -> weight slot (C * K)
   at::Tensor weights;  // C * K
-  int C, K;
+  int C, K;            // C: entries (channels x parity classes)
   int64_t head;        // ints before segs (6 * C rounded up to 4: int4 alignment)
   const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
   const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 4 * int64_t(C)); }
@@ -1702,9 +1734,10 @@ struct SegTables {
 
 template <typename scalar_t>
 SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
-                         int sign) {
+                         int sign, int classes = 1) {
   SegTables t;
-  t.C = static_cast<int>(weight.size(0));
+  const int C = static_cast<int>(weight.size(0));
+  t.C = C * classes;
   t.K = static_cast<int>(weight.size(1));
   const int64_t head = (6 * int64_t(t.C) + 3) / 4 * 4;
   t.head = head;
@@ -1719,7 +1752,7 @@ SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool
   const int64_t scratch = int64_t(threads) * t.K * (sizeof(float) + sizeof(int));
   const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
   build_segments_kernel<scalar_t><<<ceil_div(t.C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), w.data_ptr<scalar_t>(), t.C, t.K, floor_rounding, residual, sign,
+      th.data_ptr<float>(), w.data_ptr<scalar_t>(), C, t.K, floor_rounding, residual, sign, classes,
       reinterpret_cast<SegInfo*>(ints), reinterpret_cast<int4*>(ints + head), t.weights.data_ptr<float>(),
       reinterpret_cast<int2*>(ints + 4 * int64_t(t.C)), ints + head + 4 * int64_t(t.C) * t.K, scratch_bytes);
   MMO1D_CUDA_CHECK(cudaGetLastError());
@@ -1839,6 +1872,17 @@ void launch_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
+// Images per weight-gradient block (each block loops over a chunk of images): enough blocks
+// (blocks_per_chunk per chunk) to fill the GPU several times over, with the partial sums
+// (part_bytes per chunk) held to a sixteenth of x, at least 256 KiB: on small planes one chunk per
+// image would make the workspace a sizeable fraction of the input.
+int wgrad_chunk(int64_t N, int64_t blocks_per_chunk, int64_t part_bytes, int64_t x_bytes) {
+  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+  const int64_t max_chunks = std::max<int64_t>(1, std::max<int64_t>(x_bytes / 16, 256 << 10) / part_bytes);
+  const int64_t chunks = std::clamp<int64_t>(want_blocks / blocks_per_chunk, 1, std::min<int64_t>(N, max_chunks));
+  return ceil_div(N, chunks);
+}
+
 // dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
 template <typename scalar_t, typename acc_t>
 void launch_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const TablesT<acc_t>& t,
@@ -1852,10 +1896,7 @@ void launch_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, con
     return;
   }
   const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
-  // Enough blocks to fill the GPU several times over; each block loops over a chunk of images.
-  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
-  const int64_t chunks_wanted = std::clamp<int64_t>(want_blocks / (cgroups * g.tiles), 1, N);
-  const int chunk = ceil_div(N, chunks_wanted);
+  const int chunk = wgrad_chunk(N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), x.nbytes());
   const int chunks = ceil_div(N, chunk);
   const int parts = g.tiles * chunks;
   at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K},
@@ -1898,9 +1939,11 @@ int64_t max_over_halos(int K, F tile_elems) {
 }
 
 // Output tile of a fast path: the whole plane up to `start` x `start`, halved (longer side first)
-// until the worst-case tile of any angle fits in `soft` bytes (or only in the device limit).
+// until the worst-case tile of any angle (the halos of a line of halo_k taps; default K) fits in
+// `soft` bytes (or only in the device limit).
 template <typename F>
-bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F tile_bytes) {
+bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F tile_bytes, int halo_k = 0) {
+  if (halo_k == 0) halo_k = g.K;
   const int64_t hard = max_smem_optin() - fixed;
   soft = std::min(soft - fixed, hard);
   int TH = std::min(g.H, start), TW = std::min(g.W, start);
@@ -1909,7 +1952,7 @@ bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F
     TW = g.W;
   }
   auto bytes = [&](int th, int tw) {
-    return max_over_halos(g.K, [&](int ph, int pw) { return tile_bytes(th, tw, ph, pw); });
+    return max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(th, tw, ph, pw); });
   };
   while ((bytes(TH, TW) > soft && (TH > 8 || TW > 8)) || (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
     if (TH >= TW) TH = (TH + 1) / 2; else TW = (TW + 1) / 2;
@@ -1965,9 +2008,8 @@ bool launch_seg_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
   if (!choose_fast_tile(g, 64, fixed, 120 * 1024, seg_tile_bytes)) return false;
   const int64_t smem = fixed + max_over_halos(g.K, [&](int ph, int pw) { return seg_tile_bytes(g.TH, g.TW, ph, pw); });
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
-  const int64_t chunks_wanted = std::clamp<int64_t>(want_blocks / (int64_t(g.C) * g.tiles), 1, N);
-  const int chunk = ceil_div(N, chunks_wanted);
+  const int chunk = wgrad_chunk(N, int64_t(g.C) * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(float)),
+                                x.nbytes());
   const int chunks = ceil_div(N, chunk);
   const int parts = g.tiles * chunks;
   at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
@@ -2036,31 +2078,36 @@ bool launch_vec_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
 
 // Shared memory of the NHWC window kernel's tile: a single line at any angle over the whole tile,
 // and R x R outputs with the largest halo on both axes (the smallest sub-tile of blocks whose
-// channels have different angles).
+// channels have different angles); halos of a line of halo_k taps.
 template <typename scalar_t>
-int64_t win_tile_bytes(int th, int tw, int ph, int pw, int K) {
+int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
   constexpr int R = WinTraits<scalar_t>::kR;
   auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
   return std::max(bytes(seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw)),
-                  bytes(seg_tile_rows<R>(R, K / 2), seg_tile_cols<R>(R, K / 2)));
+                  bytes(seg_tile_rows<R>(R, halo_k / 2), seg_tile_cols<R>(R, halo_k / 2)));
 }
 
+// A line of this many taps bounds the halos of the parity-class tables: |dh >> 1| <= (|dh| + 1) / 2.
+int class_halo_k(int K) { return 2 * ((K / 2 + 1) / 2 + 1) + 1; }
+
+// out = window gather of src. classes = 1: stride 1 (output plane = source plane); classes = 4: the
+// input gradient at stride 2 from parity-class tables (source dy, output dx: OH x OW).
 template <typename scalar_t>
 bool launch_win_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const SegTables& t,
-                       FastGeometry g, int64_t N) {
+                       FastGeometry g, int64_t N, int classes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
-  const int K = g.K;
+  const int K = g.K, halo_k = classes == 1 ? K : class_halo_k(K);
   const int64_t fixed = align16(sizeof(int4) * K * CB) + align16(sizeof(float) * K * CB);
-  auto tile_bytes = [K](int th, int tw, int ph, int pw) { return win_tile_bytes<scalar_t>(th, tw, ph, pw, K); };
-  if (!choose_fast_tile(g, 32, fixed, 80 * 1024, tile_bytes)) return false;
-  const int64_t tile = max_over_halos(K, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) { return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k); };
+  if (!choose_fast_tile(g, 32, fixed, 80 * 1024, tile_bytes, halo_k)) return false;
+  const int64_t tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   const int64_t smem = fixed + tile;
-  auto kernel = win_gather_nhwc_kernel<scalar_t, R>;
+  auto kernel = classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
   set_smem(kernel, smem);
-  const int64_t blocks = N * g.tiles * (g.C / CB);
-  kernel<<<blocks, kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+  const dim3 grid(static_cast<unsigned>(N * g.tiles * (g.C / CB)), static_cast<unsigned>(classes));
+  kernel<<<grid, kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), g,
-      static_cast<int>(tile));
+      static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return true;
 }
@@ -2075,9 +2122,7 @@ bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
   const int64_t smem = fixed + tile;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t cgroups = ceil_div(g.C, CB);
-  const int64_t want_blocks = 16 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
-  const int64_t chunks_wanted = std::clamp<int64_t>(want_blocks / (cgroups * g.tiles), 1, N);
-  const int chunk = ceil_div(N, chunks_wanted);
+  const int chunk = wgrad_chunk(N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(float)), x.nbytes());
   const int chunks = ceil_div(N, chunk);
   const int parts = g.tiles * chunks;
   at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
@@ -2100,15 +2145,24 @@ FastGeometry fast_geometry(const at::Tensor& input, int64_t K) {
                       static_cast<int>(input.size(3)), 0, 0, 0, 0};
 }
 
-// The stride-1 fast paths for float32, float16 and bfloat16; false: use the general kernels.
+// The fast paths for float32, float16 and bfloat16 (false: use the general kernels): forward
+// (sign +1, src = x) and input gradient (sign -1, src = dy) at stride 1; in channels_last with C a
+// multiple of the channel block also the input gradient at stride 2, per parity class.
 template <typename scalar_t>
 bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
-                 const at::Tensor& weight, bool floor_rounding, bool residual, bool nhwc, int sign) {
+                 const at::Tensor& weight, bool floor_rounding, bool residual, bool nhwc, int sign,
+                 int64_t stride) {
   const FastGeometry fg = fast_geometry(src, weight.size(1));
+  const bool win = nhwc && vec_aligned<scalar_t>({&src, &out}, fg.C);
+  if (stride == 2 && sign < 0 && win) {
+    const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, -1, 4);
+    return launch_win_gather<scalar_t>(src, out, nullptr, segs, fg, src.size(0), 4);
+  }
+  if (stride != 1) return false;
   if (nhwc) {
-    if (vec_aligned<scalar_t>({&src, &out}, fg.C)) {
+    if (win) {
       const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, sign);
-      if (launch_win_gather<scalar_t>(src, out, bias, segs, fg, src.size(0))) return true;
+      if (launch_win_gather<scalar_t>(src, out, bias, segs, fg, src.size(0), 1)) return true;
     }
     const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, residual, true);
     return launch_vec_gather<scalar_t>(src, out, bias, tables, fg, src.size(0), sign);
@@ -2119,7 +2173,7 @@ bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, c
 
 template <>
 bool fast_gather<double>(const at::Tensor&, at::Tensor&, const double*, const at::Tensor&, const at::Tensor&, bool,
-                         bool, bool, int) {
+                         bool, bool, int, int64_t) {
   return false;
 }
 
@@ -2183,7 +2237,7 @@ at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* bp = has_bias ? b.data_ptr<scalar_t>() : nullptr;
-    if (stride == 1 && fast_gather<scalar_t>(x, out, bp, theta, weight, floor_rounding, residual, nhwc, 1)) return;
+    if (fast_gather<scalar_t>(x, out, bp, theta, weight, floor_rounding, residual, nhwc, 1, stride)) return;
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
     launch_gather<scalar_t, acc_t>(x, out, bp, tables, g, input.size(0), nhwc);
   });
@@ -2207,8 +2261,8 @@ at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& 
   const bool nhwc = fmt == at::MemoryFormat::ChannelsLast;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_backward_input_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    // Stride 1: the forward gather over dy with every offset negated.
-    if (stride == 1 && fast_gather<scalar_t>(dy, dx, nullptr, theta, weight, floor_rounding, residual, nhwc, -1)) {
+    // Stride 1: the forward gather over dy with every offset negated; stride 2: per parity class.
+    if (fast_gather<scalar_t>(dy, dx, nullptr, theta, weight, floor_rounding, residual, nhwc, -1, stride)) {
       return;
     }
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);

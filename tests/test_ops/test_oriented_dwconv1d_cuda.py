@@ -48,14 +48,16 @@ def test_gpu_matches_cpu(layout, dtype, stride, residual, rounding):
 
 @pytest.mark.parametrize('layout', list(FORMATS))
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_gradients_are_deterministic(layout, dtype):
+@pytest.mark.parametrize('stride', [1, 2])
+def test_gradients_are_deterministic(layout, dtype, stride):
     x, weight, theta, bias = make_inputs(8, 64, 28, 28, 31, dtype=dtype, device='cuda', seed=6)
     x = x.contiguous(memory_format=FORMATS[layout])
     theta = oriented_angles(64).cuda()
-    grad_out = torch.randn_like(x)
-    first = forward_backward(x, weight, theta, bias, grad_out)
+    grad_out = torch.randn(8, 64, 28 // stride, 28 // stride, dtype=dtype, device='cuda')
+    grad_out = grad_out.contiguous(memory_format=FORMATS[layout])
+    first = forward_backward(x, weight, theta, bias, grad_out, stride=stride)
     for _ in range(3):
-        again = forward_backward(x, weight, theta, bias, grad_out)
+        again = forward_backward(x, weight, theta, bias, grad_out, stride=stride)
         for a, b in zip(first, again):
             assert torch.equal(a, b)
 
@@ -135,11 +137,13 @@ def test_long_kernel_float64_channels_last():
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('angles', ['groups12', 'per_channel', 'single'])
 @pytest.mark.parametrize('k', [7, 31])
-def test_channels_last_channel_blocks(dtype, angles, k):
+@pytest.mark.parametrize('stride', [1, 2])
+def test_channels_last_channel_blocks(dtype, angles, k, stride):
     """channels_last with C a multiple of the kernels' channel block: angle groups of 12 channels
     (blocks that straddle two groups), a different angle in every channel, one angle for all; output,
-    both gradients and the residual form against the reference, on a plane split into tiles."""
-    c, h, w = 96, 45, 38
+    both gradients and the residual form against the reference, on a plane split into tiles (at
+    stride 2 with odd and even sides)."""
+    c, h, w = (96, 45, 38) if stride == 1 else (96, 83, 70)
     x, weight, _, bias = make_inputs(2, c, h, w, k, seed=k)
     if angles == 'groups12':
         theta = oriented_angles(c)
@@ -147,15 +151,16 @@ def test_channels_last_channel_blocks(dtype, angles, k):
         theta = torch.linspace(0, math.pi, c + 1)[:-1]
     else:
         theta = torch.full((c,), math.radians(67.5))
-    grad_out = torch.randn(2, c, h, w, generator=torch.Generator().manual_seed(k + 1), dtype=torch.float64)
+    grad_out = torch.randn(2, c, -(-h // stride), -(-w // stride), generator=torch.Generator().manual_seed(k + 1),
+                           dtype=torch.float64)
     for residual in (False, True):
         xg = x.to('cuda', dtype).contiguous(memory_format=torch.channels_last)
         out, gx, gw, gb = forward_backward(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype),
                                            grad_out.to('cuda', dtype).contiguous(memory_format=torch.channels_last),
-                                           residual=residual)
+                                           stride=stride, residual=residual)
         xr = x.double().requires_grad_()
         wr = weight.double().requires_grad_()
-        ref = oriented_dwconv1d_reference(xr, wr, theta, bias.double(), residual=residual)
+        ref = oriented_dwconv1d_reference(xr, wr, theta, bias.double(), stride=stride, residual=residual)
         ref.backward(grad_out)
         assert out.is_contiguous(memory_format=torch.channels_last)
         assert rel_err(out, ref) < RTOL[dtype]
