@@ -5,14 +5,16 @@ from ``configs/mmpretrain`` (mmpretrain ImageClassifier: backbone, final norm, l
 timm's ``convnext_tiny`` / ``convnext_base`` with the same stochastic depth as the baseline, timed in
 the same process. For every model: inference (no grad) and a training step (forward,
 cross-entropy, backward, AdamW step), in float32 (NCHW) and in bfloat16 autocast with channels_last
-model and input. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats;
-throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated``. Writes
+model and input. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats. The
+models of one size are timed in interleaved rounds (every model once per round) and each reports
+the median over rounds, so that a slow phase of a shared GPU affects the baseline and the models
+alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated``. Writes
 ``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command.
 
 Examples::
 
     python tools/benchmark_model.py                       # T and B, batch 64 at 224, on the GPU
-    python tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny --repeats 2
+    python tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny --repeats 2 --rounds 1
 """
 import argparse
 import datetime
@@ -47,11 +49,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--img-size', type=int, default=224)
-    parser.add_argument('--repeats', type=int, default=20, help='timed steps (median reported)')
-    parser.add_argument('--warmup', type=int, help='untimed steps first (default: 10 on GPU, 1 on CPU)')
+    parser.add_argument('--repeats', type=int, default=10, help='timed steps per round (their median)')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='interleaved rounds over the models of one size (median over rounds reported)')
+    parser.add_argument('--warmup', type=int,
+                        help='untimed steps before the first round (default: 10 on GPU, 1 on CPU); 3 before later '
+                        'rounds, at most this')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.repeats < 1:
+        parser.error('--rounds and --repeats must be >= 1')
     if args.warmup is None:
         args.warmup = 1 if args.device == 'cpu' else 10
     return args
@@ -98,9 +106,10 @@ class Timer:
         return statistics.median(times)
 
 
-def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch.device) -> List[Dict]:
-    """Inference and training throughput and peak memory of one model in every mode."""
-    timer = Timer(device, args.repeats, args.warmup)
+def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch.device,
+            warmup: int) -> List[Dict]:
+    """Inference and training step time and peak memory of one model in every mode (one round)."""
+    timer = Timer(device, args.repeats, warmup)
     records = []
     for mode in args.modes:
         dtype, memory_format = MODES[mode]
@@ -131,15 +140,14 @@ def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch
             except torch.cuda.OutOfMemoryError:
                 ms = None
             peak = torch.cuda.max_memory_allocated(device) if device.type == 'cuda' else None
-            rec = dict(model=name, mode=mode, **{'pass': pas}, ms=None if ms is None else round(ms, 3),
-                       img_per_s=None if ms is None else round(args.batch_size / (ms * 1e-3), 1),
-                       peak_mem_bytes=peak)
-            records.append(rec)
+            records.append(dict(model=name, mode=mode, **{'pass': pas}, ms=ms, peak_mem_bytes=peak))
             print(f"{name:26s} {mode:5s} {pas:5s} "
-                  + ('out of memory' if ms is None else f"{ms:9.2f} ms {rec['img_per_s']:9.1f} img/s")
+                  + ('out of memory' if ms is None else f'{ms:9.2f} ms {args.batch_size / (ms * 1e-3):9.1f} img/s')
                   + ('' if peak is None else f'  peak {peak / 2**20:9.1f} MiB'), flush=True)
             del optimizer, step
             model.zero_grad(set_to_none=True)
+    # Off the device between measurements: the next model's peak memory must not include this one.
+    model.to('cpu')
     return records
 
 
@@ -161,7 +169,7 @@ def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optio
         'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
         'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
         'batch_size': args.batch_size, 'img_size': args.img_size, 'repeats': args.repeats,
-        'warmup': args.warmup,
+        'rounds': args.rounds, 'warmup': args.warmup,
     }
 
 
@@ -171,8 +179,10 @@ def summarize(result: Dict) -> str:
     lines = [f"# OrientedConvNeXt classifiers on {env['gpu']}", '',
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
              f"timm {env['timm'] or 'not installed'}, {env['date']}; batch {env['batch_size']} at "
-             f"{env['img_size']}x{env['img_size']}; median of {env['repeats']} steps after {env['warmup']} "
-             'warm-up steps.', '', f"Command: `{env['command']}`", '',
+             f"{env['img_size']}x{env['img_size']}; {env['rounds']} interleaved rounds over the models of one "
+             f"size (every model once per round), each the median of {env['repeats']} steps after warm-up "
+             f"({env['warmup']} steps before the first round); the median over rounds is reported.", '',
+             f"Command: `{env['command']}`", '',
              'Inference: forward without gradients. Training: forward, cross-entropy, backward, AdamW step. '
              'fp32: float32, NCHW. bf16: bfloat16 autocast, channels_last model and input. '
              '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode.', '']
@@ -203,6 +213,24 @@ def summarize(result: Dict) -> str:
 NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++'}
 
 
+def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
+    """One record per (model, mode, pass): the median step time over rounds (None if any round ran
+    out of memory), its throughput, each round's time and the largest peak memory."""
+    by_key: Dict[tuple, List[Dict]] = {}
+    for rec in rounds:
+        by_key.setdefault((rec['model'], rec['mode'], rec['pass']), []).append(rec)
+    records = []
+    for (model, mode, pas), recs in by_key.items():
+        times = [r['ms'] for r in recs]
+        ms = None if None in times else statistics.median(times)
+        peaks = [r['peak_mem_bytes'] for r in recs if r['peak_mem_bytes'] is not None]
+        records.append(dict(model=model, mode=mode, **{'pass': pas}, ms=None if ms is None else round(ms, 3),
+                            img_per_s=None if ms is None else round(batch_size / (ms * 1e-3), 1),
+                            round_ms=[None if t is None else round(t, 3) for t in times],
+                            peak_mem_bytes=max(peaks) if peaks else None))
+    return records
+
+
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
     device = torch.device(args.device)
@@ -218,13 +246,19 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             print('timm is not installed: skipping the timm ConvNeXt baseline (pip install timm to time it)')
     records = []
     for arch in args.archs:
+        models = {}
         if timm is not None:
-            baseline = timm.create_model(f'convnext_{arch}', pretrained=False, drop_path_rate=drop_path_rate(arch))
-            records += measure(f'timm convnext_{arch}', baseline, args, device)
-            del baseline
+            models[f'timm convnext_{arch}'] = timm.create_model(f'convnext_{arch}', pretrained=False,
+                                                                drop_path_rate=drop_path_rate(arch))
         for variant in args.variants:
-            records += measure(f'ConvNeXt-{arch[0].upper()}{NAMES[variant]} (mmo1d)', build_mmo1d(arch, variant),
-                               args, device)
+            models[f'ConvNeXt-{arch[0].upper()}{NAMES[variant]} (mmo1d)'] = build_mmo1d(arch, variant)
+        rounds = []
+        for r in range(args.rounds):
+            print(f'[{arch}] round {r + 1} of {args.rounds}', flush=True)
+            for name, model in models.items():
+                rounds += measure(name, model, args, device, args.warmup if r == 0 else min(3, args.warmup))
+        records += combine_rounds(rounds, args.batch_size)
+        del models
     result = {'env': env_info(args, device, getattr(timm, '__version__', None)), 'records': records}
     os.makedirs(args.out_dir, exist_ok=True)
     stem = osp.join(args.out_dir, 'models_' + result['env']['gpu'].replace(' ', '_').replace('/', '_'))

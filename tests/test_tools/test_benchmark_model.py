@@ -1,4 +1,5 @@
-"""tools/benchmark_model.py: the CPU smoke path writes complete results and skips a missing timm."""
+"""tools/benchmark_model.py: the CPU smoke path writes complete results (the median over rounds) and skips a
+missing timm."""
 import importlib.util
 import json
 import subprocess
@@ -17,7 +18,7 @@ def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     # Hide timm whether or not it is installed: the baseline must be skipped with a message.
     monkeypatch.setitem(sys.modules, 'timm', None)
     result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '64', '--archs', 'tiny',
-                                  '--variants', '1dpp', '--repeats', '2', '--warmup', '0',
+                                  '--variants', '1dpp', '--repeats', '2', '--rounds', '3', '--warmup', '0',
                                   '--out-dir', str(tmp_path)])
     out = capsys.readouterr().out
     assert 'timm is not installed: skipping the timm ConvNeXt baseline' in out
@@ -25,6 +26,8 @@ def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     assert {(r['model'], r['mode'], r['pass']) for r in records} == {
         ('ConvNeXt-T-1D++ (mmo1d)', mode, pas) for mode in ('fp32', 'bf16') for pas in ('infer', 'train')}
     assert all(r['ms'] > 0 and abs(r['img_per_s'] - 2 / (r['ms'] * 1e-3)) < 0.1 for r in records)
+    # One time per round; the reported time is their median.
+    assert all(len(r['round_ms']) == 3 and r['ms'] == sorted(r['round_ms'])[1] for r in records)
     saved = json.loads((tmp_path / 'models_cpu.json').read_text())
     assert saved['records'] == records and saved['env']['gpu'] == 'cpu' and saved['env']['timm'] is None
     assert saved['env']['command'].startswith('python ')
