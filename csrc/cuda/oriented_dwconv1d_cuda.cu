@@ -9,8 +9,9 @@
 //   q*a + sgn*dw_j]. Forward reads x with a = stride, sgn = +1. The input gradient reads dy
 //   "upsampled" by the stride (zeros off the stride grid) with a = 1, sgn = -1: no atomics, no
 //   divisibility tests in the inner loop.
-//   On the channels_last fast path the stride-2 input gradient is split by the parities of the
-//   offsets instead (polyphase): four stride-1 gathers over dy that skip the zeros.
+//   On the channels_last fast paths the stride-2 input and weight gradients are split by the
+//   parities of the offsets instead (polyphase): four stride-1 gathers over dy that skip the
+//   zeros, and four stride-1 weight gradients between dy and the phase planes x[a::2, b::2].
 // * A block stages one zero-padded tile of its source in shared memory (converted to the
 //   accumulation type: float for fp32/fp16/bf16, double for fp64), with a halo sized for its
 //   own angle, and every thread accumulates several outputs per table entry.
@@ -56,23 +57,35 @@ __host__ __device__ constexpr size_t align16(size_t n) { return (n + 15) & ~size
 // ----------------------------------------------------------------------------------------------
 // Tables: for every channel the distinct points of its oriented line, their merged weights, the
 // tap -> point map and the halo (max |dh|, max |dw|).
+// With classes = 4 (stride-2 weight gradient), entry cls * C + c holds the taps of channel c whose
+// offsets have parities (cls >> 1, cls & 1), at offsets (dh >> 1, dw >> 1); the other taps map to
+// point -1.
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t>
 __global__ void build_tables_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight,
-                                    int C, int K, bool floor_rounding, bool residual,
+                                    int C, int K, bool floor_rounding, bool residual, int classes,
                                     int2* __restrict__ off, acc_t* __restrict__ pw, int* __restrict__ npts,
                                     int* __restrict__ tap_pt, int2* __restrict__ halo) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= C * classes) return;
+  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
   float s, co;
   angle_sincos(theta[c], &s, &co);
   int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
-  const int64_t base = static_cast<int64_t>(c) * K;
+  const int64_t wbase = static_cast<int64_t>(c) * K, base = static_cast<int64_t>(idx) * K;
   // A point's weight is summed in a register (its taps are consecutive) and stored once.
   acc_t wsum = acc_t(0);
   for (int t = 0; t < K; ++t) {
     int dh, dw;
     tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
+    if (cls >= 0) {
+      if ((dh & 1) != (cls >> 1) || (dw & 1) != (cls & 1)) {
+        tap_pt[base + t] = -1;
+        continue;
+      }
+      dh >>= 1;
+      dw >>= 1;
+    }
     if (dh != prev_dh || dw != prev_dw) {
       if (n >= 0 && pw != nullptr) pw[base + n] = wsum;
       ++n;
@@ -83,24 +96,24 @@ __global__ void build_tables_kernel(const float* __restrict__ theta, const scala
       ph = max(ph, abs(dh));
       pwid = max(pwid, abs(dw));
     }
-    wsum += static_cast<acc_t>(weight[base + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+    wsum += static_cast<acc_t>(weight[wbase + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
     tap_pt[base + t] = n;
   }
-  if (pw != nullptr) pw[base + n] = wsum;
+  if (pw != nullptr && n >= 0) pw[base + n] = wsum;
   // Unused table slots: weight 0 at the centre, so padded loops read valid memory and add nothing.
   for (int j = n + 1; j < K; ++j) {
     off[base + j] = make_int2(0, 0);
     if (pw != nullptr) pw[base + j] = acc_t(0);
   }
-  npts[c] = n + 1;
-  halo[c] = make_int2(ph, pwid);
+  npts[idx] = n + 1;
+  halo[idx] = make_int2(ph, pwid);
 }
 
 template <typename acc_t>
 struct TablesT {
   at::Tensor ints;  // off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K): int2 arrays 8-byte aligned
   at::Tensor weights;
-  int C, K;
+  int C, K;         // C: entries (channels x parity classes)
   const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
   const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * int64_t(C) * K); }
   const int* npts() const { return ints.data_ptr<int>() + 2 * int64_t(C) * K + 2 * C; }
@@ -110,8 +123,9 @@ struct TablesT {
 
 template <typename scalar_t, typename acc_t>
 TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding,
-                            bool residual, bool with_weights) {
-  const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
+                            bool residual, bool with_weights, int classes = 1) {
+  const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
+  const int C = channels * classes;
   TablesT<acc_t> t;
   t.C = C;
   t.K = K;
@@ -133,8 +147,8 @@ TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, b
     pw = w_t.data_ptr<acc_t>();
   }
   build_tables_kernel<scalar_t, acc_t><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), w.data_ptr<scalar_t>(), C, K, floor_rounding, residual, off, pw, npts, tap_pt,
-      halo);
+      th.data_ptr<float>(), w.data_ptr<scalar_t>(), channels, K, floor_rounding, residual, classes, off, pw, npts,
+      tap_pt, halo);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return t;
 }
@@ -596,15 +610,20 @@ __global__ void __launch_bounds__(kNhwcThreads)
   }
 }
 
-// dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order.
+// dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order. With parity classes
+// (tables of classes * C entries), the tap's point is in the one class whose map has it.
 template <typename scalar_t, typename acc_t>
 __global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int* __restrict__ tap_pt,
-                                    scalar_t* __restrict__ dw, int C, int K, int parts) {
+                                    scalar_t* __restrict__ dw, int C, int K, int parts, int classes = 1) {
   const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (e >= int64_t(C) * K) return;
-  const int c = static_cast<int>(e / K);
-  const int j = tap_pt[e];
-  const acc_t* pp = partial + int64_t(c) * parts * K + j;
+  int64_t entry = e / K;  // cls * C + c
+  int j = tap_pt[e];
+  for (int cls = 1; j < 0 && cls < classes; ++cls) {
+    entry += C;
+    j = tap_pt[e + int64_t(cls) * C * K];
+  }
+  const acc_t* pp = partial + entry * parts * K + j;
   acc_t v = acc_t(0);
   for (int u = 0; u < parts; ++u) v += pp[int64_t(u) * K];
   dw[e] = static_cast<scalar_t>(v);
@@ -1190,13 +1209,14 @@ __device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k)
   }
 }
 
-// Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of image n, channels [c0, c0 + CB), into S
-// (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row), zero outside the image and
-// beyond C.
+// Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W image, channels [c0, c0 + CB), into
+// S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row), zero outside the image and
+// beyond C. Pixel (i, j) is at img + (i * rstride + j * cstep) * C: rstride = W, cstep = 1 for an
+// image; a phase plane x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2.
 template <typename scalar_t>
 __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
                                                 int H, int W, int c0, int gi0, int gj0, int EH, int EW,
-                                                bool vec_ok, int pitch) {
+                                                bool vec_ok, int pitch, int64_t rstride, int cstep) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   const int total = EH * EW;
   if (vec_ok) {
@@ -1209,7 +1229,7 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
       for (int j = lane >> 1; j < EW; j += 16) {
         const int gj = gj0 + j;
         const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
-        const scalar_t* g = ok ? img + (int64_t(gi) * W + gj) * C + c0 + half * (CB / 2) : img;
+        const scalar_t* g = ok ? img + (gi * rstride + int64_t(gj) * cstep) * C + c0 + half * (CB / 2) : img;
         cp_async16(S + (i * pitch + j) * CB + half * (CB / 2), g, ok);
       }
     }
@@ -1222,7 +1242,7 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
     const int gi = gi0 + i, gj = gj0 + j;
     const bool ok = c0 + k < C && static_cast<unsigned>(gi) < static_cast<unsigned>(H) &&
                     static_cast<unsigned>(gj) < static_cast<unsigned>(W);
-    S[(i * pitch + j) * CB + k] = ok ? img[(int64_t(gi) * W + gj) * C + c0 + k] : scalar_t(0);
+    S[(i * pitch + j) * CB + k] = ok ? img[(gi * rstride + int64_t(gj) * cstep) * C + c0 + k] : scalar_t(0);
   }
 }
 
@@ -1306,7 +1326,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     const int sh = min(strip, th - ps);
     if (ps > 0) __syncthreads();  // the previous strip's reads of S are done
     stage_nhwc_tile<scalar_t>(S, src + n * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW,
-                              vec_ok, EW);
+                              vec_ok, EW, g.W, 1);
     __syncthreads();
     const int nout = sh * twd;
     for (int base = 0; base < nout; base += slots * R) {
@@ -1373,15 +1393,25 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
-template <typename scalar_t, int R>
+// g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
+// the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
+// input; each class has its own tables and partial sums.
+template <typename scalar_t, int R, int P>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const int2* __restrict__ toff, const int* __restrict__ tnpts,
                           const int2* __restrict__ thalo, float* __restrict__ partial, const FastGeometry g,
-                          int N, int chunk, bool vec_ok, int tile_bytes) {
+                          int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
+  const int cls = P == 1 ? 0 : blockIdx.y;
+  const int pa = cls >> 1, pb = cls & 1;
+  toff += int64_t(cls) * g.C * g.K;
+  tnpts += int64_t(cls) * g.C;
+  thalo += int64_t(cls) * g.C;
+  partial += int64_t(cls) * g.C * g.tiles * chunks * g.K;
+  const int Hs = (Hx - pa + P - 1) / P, Ws = (Wx - pb + P - 1) / P;  // source plane
   const int tile = blockIdx.x % g.tiles;
   const int ck = (blockIdx.x / g.tiles) % chunks;
   const int cg = blockIdx.x / (g.tiles * chunks);
@@ -1438,8 +1468,8 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
       __syncthreads();  // the previous strip's reads of S are done
-      stage_nhwc_tile<scalar_t>(S, x + int64_t(n) * g.H * g.W * g.C, g.C, g.H, g.W, c0, p0 + ps - ph, q0 - pwid,
-                                sh + 2 * ph, EW, vec_ok, EW);
+      stage_nhwc_tile<scalar_t>(S, x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
+                                p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW, vec_ok, EW, int64_t(P) * Wx, P);
       __syncthreads();
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
       const int nout = sh * twd;
@@ -1702,7 +1732,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
     stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
-                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch);
+                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
     if (s_uniform[quarter]) {
       win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
@@ -2034,9 +2064,10 @@ int64_t vec_tile_bytes(int th, int tw, int ph, int pw) {
 // with the largest halo on both axes, so that blocks whose channels have different angles can walk
 // their tile in strips of rows.
 template <typename scalar_t>
-int64_t vec_tile_alloc(const FastGeometry& g) {
-  const int h = g.K / 2;
-  return std::max(max_over_halos(g.K, [&](int ph, int pw) { return vec_tile_bytes<scalar_t>(g.TH, g.TW, ph, pw); }),
+int64_t vec_tile_alloc(const FastGeometry& g, int halo_k = 0) {
+  if (halo_k == 0) halo_k = g.K;
+  const int h = halo_k / 2;
+  return std::max(max_over_halos(halo_k, [&](int ph, int pw) { return vec_tile_bytes<scalar_t>(g.TH, g.TW, ph, pw); }),
                   vec_tile_bytes<scalar_t>(1, g.TW, h, h));
 }
 
@@ -2112,30 +2143,39 @@ bool launch_win_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   return true;
 }
 
+// dw through the NHWC weight gradient: stride 1 (classes = 1, g: the plane of x and dy) or stride 2
+// (classes = 4: t holds parity-class tables; g: dy's plane).
 template <typename scalar_t>
 bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const TablesT<float>& t,
-                      FastGeometry g, int64_t N) {
+                      FastGeometry g, int64_t N, int classes = 1) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int halo_k = classes == 1 ? g.K : class_halo_k(g.K);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, true);
-  if (!choose_fast_tile(g, 32, fixed, 100 * 1024, vec_tile_bytes<scalar_t>)) return false;
-  const int64_t tile = vec_tile_alloc<scalar_t>(g);
+  if (!choose_fast_tile(g, 32, fixed, 100 * 1024, vec_tile_bytes<scalar_t>, halo_k)) return false;
+  const int64_t tile = vec_tile_alloc<scalar_t>(g, halo_k);
   const int64_t smem = fixed + tile;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int64_t cgroups = ceil_div(g.C, CB);
-  const int chunk = wgrad_chunk(N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(float)), x.nbytes());
+  const int chunk = wgrad_chunk(N, cgroups * g.tiles * classes,
+                                int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), x.nbytes());
   const int chunks = ceil_div(N, chunk);
   const int parts = g.tiles * chunks;
-  at::Tensor partial = at::empty({int64_t(g.C) * parts * g.K}, x.options().dtype(at::kFloat));
-  auto kernel = int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall>
-                                                         : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge>;
+  at::Tensor partial = at::empty({int64_t(classes) * g.C * parts * g.K}, x.options().dtype(at::kFloat));
+  const bool small = int64_t(g.TH) * g.TW <= 64 * kVecRSmall;
+  auto kernel = classes == 1 ? (small ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 1>
+                                      : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>)
+                             : (small ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2>
+                                      : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2>);
   set_smem(kernel, smem);
   const bool vec_ok = vec_aligned<scalar_t>({&x, &dy}, g.C);
-  kernel<<<cgroups * g.tiles * chunks, kFastThreads, smem, stream>>>(
+  const dim3 grid(static_cast<unsigned>(cgroups * g.tiles * chunks), static_cast<unsigned>(classes));
+  kernel<<<grid, kFastThreads, smem, stream>>>(
       x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), partial.data_ptr<float>(), g,
-      static_cast<int>(N), chunk, vec_ok, static_cast<int>(tile));
+      static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(N), chunk, vec_ok,
+      static_cast<int>(tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
   wgrad_reduce_kernel<scalar_t, float><<<ceil_div(int64_t(g.C) * g.K, 256), 256, 0, stream>>>(
-      partial.data_ptr<float>(), t.tap_pt(), dw.data_ptr<scalar_t>(), g.C, g.K, parts);
+      partial.data_ptr<float>(), t.tap_pt(), dw.data_ptr<scalar_t>(), g.C, g.K, parts, classes);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return true;
 }
@@ -2177,9 +2217,16 @@ bool fast_gather<double>(const at::Tensor&, at::Tensor&, const double*, const at
   return false;
 }
 
+// The weight-gradient fast paths (false: use the general kernels): stride 1 in both layouts; in
+// channels_last also stride 2, per parity class.
 template <typename scalar_t>
 bool fast_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                const at::Tensor& weight, bool floor_rounding, bool nhwc) {
+                const at::Tensor& weight, bool floor_rounding, bool nhwc, int64_t stride) {
+  if (stride == 2 && nhwc) {
+    const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false, 4);
+    return launch_vec_wgrad<scalar_t>(x, dy, dw, tables, fast_geometry(dy, weight.size(1)), x.size(0), 4);
+  }
+  if (stride != 1) return false;
   const FastGeometry fg = fast_geometry(x, weight.size(1));
   if (nhwc) {
     const auto tables = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false);
@@ -2191,7 +2238,7 @@ bool fast_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const
 
 template <>
 bool fast_wgrad<double>(const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
-                        bool) {
+                        bool, int64_t) {
   return false;
 }
 
@@ -2287,7 +2334,7 @@ at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor&
   const bool nhwc = fmt == at::MemoryFormat::ChannelsLast;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_backward_weight_cuda", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    if (stride == 1 && fast_wgrad<scalar_t>(x, dy, dw, theta, weight, floor_rounding, nhwc)) return;
+    if (fast_wgrad<scalar_t>(x, dy, dw, theta, weight, floor_rounding, nhwc, stride)) return;
     const auto tables = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, false, false);
     launch_wgrad<scalar_t, acc_t>(x, dy, dw, tables, g, input.size(0), nhwc);
   });
