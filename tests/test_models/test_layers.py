@@ -1,4 +1,7 @@
 """Layers of the oriented 1D ConvNeXt models against independent oracles."""
+import gc
+import weakref
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -108,3 +111,51 @@ def test_depthwise_oriented_stem_matches_oracle():
     # Spec: first oriented conv offset 0, second offset 0.5 (90 degrees further).
     assert stem.dw1.stride == stem.dw2.stride == 2
     torch.testing.assert_close(stem.dw2.theta, torch.remainder(stem.dw1.theta + torch.pi / 2, torch.pi))
+
+
+def _stem_oracle(stem, x):
+    ln = lambda h, m: F.layer_norm(h, h.shape[-1:], m.weight, m.bias, 1e-6)  # noqa: E731
+    h = F.linear(x.permute(0, 2, 3, 1), stem.pw1.weight, stem.pw1.bias).permute(0, 3, 1, 2)
+    h = oriented_dwconv1d_reference(h, stem.dw1.weight, stem.dw1.theta, stem.dw1.bias, stride=2)
+    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm1)).permute(0, 3, 1, 2)
+    h = oriented_dwconv1d_reference(h, stem.dw2.weight, stem.dw2.theta, stem.dw2.bias, stride=2)
+    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm2))
+    return ln(F.linear(h, stem.pw2.weight, stem.pw2.bias), stem.norm3).permute(0, 3, 1, 2)
+
+
+def test_depthwise_oriented_stem_gradients_match_oracle():
+    """Training recomputes pw1's output in backward: gradients must not change."""
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
+    _randomise(stem)
+    x = torch.randn(2, 3, 13, 18, requires_grad=True)
+    grad_out = torch.randn(2, 16, 4, 5)
+    params = [x] + list(stem.parameters())
+    expected = torch.autograd.grad(_stem_oracle(stem, x), params, grad_out)
+    stem(x).backward(grad_out)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p.grad, e, atol=1e-4, rtol=1e-4)
+
+
+def test_depthwise_oriented_stem_keeps_no_full_resolution_activation():
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
+    outputs = {}
+
+    def keep_ref(name):
+        def hook(module, inputs, output):
+            outputs.setdefault(name, weakref.ref(output))  # the first call: the forward pass
+        return hook
+
+    for name in ('pw1', 'dw1'):
+        getattr(stem, name).register_forward_hook(keep_ref(name))
+    y = stem(torch.randn(2, 3, 13, 18))
+    gc.collect()
+    # pw1's output is gone after the forward pass; dw1's (saved by norm1) is kept.
+    assert outputs['pw1']() is None
+    assert outputs['dw1']() is not None
+    y.sum().backward()
+    assert all(p.grad is not None for p in stem.parameters())
+    # Without gradients the plain path runs; it gives the same output, bit for bit.
+    x = torch.randn(1, 3, 9, 11)
+    with torch.no_grad():
+        plain = stem(x)
+    assert torch.equal(stem(x).detach(), plain)
