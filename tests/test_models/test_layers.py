@@ -136,6 +136,31 @@ def test_depthwise_oriented_stem_gradients_match_oracle():
         torch.testing.assert_close(p.grad, e, atol=1e-4, rtol=1e-4)
 
 
+def test_depthwise_oriented_stem_recompute_under_autocast():
+    """The recomputed pw1 output is made under the forward's autocast state (bf16 here): gradients
+    are bitwise those of the same layers run without the recompute."""
+    stem = DepthwiseOrientedStem(3, 16, 16, kernel_size=7, directions=8)
+    _randomise(stem)
+    x = torch.randn(2, 3, 15, 12)
+    grad_out = torch.randn(2, 16, 4, 3)
+
+    def plain(m, x):
+        h = m.pw1(x.permute(0, 2, 3, 1))
+        h = m.dw1(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        h = m.dw2(m.act(m.norm1(h)).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        return m.norm3(m.pw2(m.act(m.norm2(h)))).permute(0, 3, 1, 2)
+
+    grads = []
+    for fn in (stem, lambda x: plain(stem, x)):
+        stem.zero_grad(set_to_none=True)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            y = fn(x)
+        y.float().backward(grad_out)
+        grads.append([p.grad.clone() for p in stem.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    assert stem.dw1.weight.grad.dtype == torch.float32
+
+
 def test_depthwise_oriented_stem_keeps_no_full_resolution_activation():
     stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
     outputs = {}
