@@ -94,25 +94,6 @@ def test_block_layer_scale_and_errors():
         OrientedConvNeXtBlock(8, 6, True)
 
 
-def test_depthwise_oriented_stem_matches_oracle():
-    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
-    _randomise(stem)
-    x = torch.randn(2, 3, 13, 18)
-    ln = lambda h, m: F.layer_norm(h, h.shape[-1:], m.weight, m.bias, 1e-6)  # noqa: E731
-    h = F.linear(x.permute(0, 2, 3, 1), stem.pw1.weight, stem.pw1.bias).permute(0, 3, 1, 2)
-    h = oriented_dwconv1d_reference(h, stem.dw1.weight, stem.dw1.theta, stem.dw1.bias, stride=2)
-    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm1)).permute(0, 3, 1, 2)
-    h = oriented_dwconv1d_reference(h, stem.dw2.weight, stem.dw2.theta, stem.dw2.bias, stride=2)
-    h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm2))
-    h = ln(F.linear(h, stem.pw2.weight, stem.pw2.bias), stem.norm3).permute(0, 3, 1, 2)
-    y = stem(x)
-    assert y.shape == (2, 16, 4, 5)  # ceil(ceil(13 / 2) / 2), ceil(ceil(18 / 2) / 2)
-    torch.testing.assert_close(y, h, atol=1e-4, rtol=1e-4)
-    # Spec: first oriented conv offset 0, second offset 0.5 (90 degrees further).
-    assert stem.dw1.stride == stem.dw2.stride == 2
-    torch.testing.assert_close(stem.dw2.theta, torch.remainder(stem.dw1.theta + torch.pi / 2, torch.pi))
-
-
 def _stem_oracle(stem, x):
     ln = lambda h, m: F.layer_norm(h, h.shape[-1:], m.weight, m.bias, 1e-6)  # noqa: E731
     h = F.linear(x.permute(0, 2, 3, 1), stem.pw1.weight, stem.pw1.bias).permute(0, 3, 1, 2)
@@ -121,6 +102,18 @@ def _stem_oracle(stem, x):
     h = oriented_dwconv1d_reference(h, stem.dw2.weight, stem.dw2.theta, stem.dw2.bias, stride=2)
     h = F.gelu(ln(h.permute(0, 2, 3, 1), stem.norm2))
     return ln(F.linear(h, stem.pw2.weight, stem.pw2.bias), stem.norm3).permute(0, 3, 1, 2)
+
+
+def test_depthwise_oriented_stem_matches_oracle():
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
+    _randomise(stem)
+    x = torch.randn(2, 3, 13, 18)
+    y = stem(x)
+    assert y.shape == (2, 16, 4, 5)  # ceil(ceil(13 / 2) / 2), ceil(ceil(18 / 2) / 2)
+    torch.testing.assert_close(y, _stem_oracle(stem, x), atol=1e-4, rtol=1e-4)
+    # Spec: first oriented conv offset 0, second offset 0.5 (90 degrees further).
+    assert stem.dw1.stride == stem.dw2.stride == 2
+    torch.testing.assert_close(stem.dw2.theta, torch.remainder(stem.dw1.theta + torch.pi / 2, torch.pi))
 
 
 def test_depthwise_oriented_stem_gradients_match_oracle():
