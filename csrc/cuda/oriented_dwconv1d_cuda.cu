@@ -61,14 +61,46 @@ __host__ __device__ constexpr size_t align16(size_t n) { return (n + 15) & ~size
 // offsets have parities (cls >> 1, cls & 1), at offsets (dh >> 1, dw >> 1); the other taps map to
 // point -1.
 // ----------------------------------------------------------------------------------------------
+// Whether the taps of channel c have the same offsets as those of channel c - 1 (theta: float angles),
+// so that every table derived from them coincides: the NHWC kernels then give a lane's channels one
+// vector load per point. Computed once per call here rather than by comparing tables in each block.
+__device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ theta, int c, int K,
+                                                     bool floor_rounding) {
+  if (c == 0) return false;
+  const float a = theta[c - 1], b = theta[c];
+  if (__float_as_int(a) == __float_as_int(b)) return true;
+  float sa, ca, sb, cb;
+  angle_sincos(a, &sa, &ca);
+  angle_sincos(b, &sb, &cb);
+  for (int t = 0; t < K; ++t) {
+    int ha, wa, hb, wb;
+    tap_offset(t, K, sa, ca, floor_rounding, &ha, &wa);
+    tap_offset(t, K, sb, cb, floor_rounding, &hb, &wb);
+    if (ha != hb || wa != wb) return false;
+  }
+  return true;
+}
+
+// Per quarter of a channel block (V channels from cq): whether all its channels share the first
+// one's offsets, from the tables' same-as-previous flags. Evaluated by threads 0-3.
+template <int V>
+__device__ __forceinline__ bool quarter_uniform(const int* __restrict__ same, int cq, int C) {
+  if (cq + V > C) return false;
+  bool u = true;
+#pragma unroll
+  for (int k = 1; k < V; ++k) u = u && same[cq + k] != 0;
+  return u;
+}
+
 template <typename scalar_t, typename acc_t>
 __global__ void build_tables_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight,
                                     int C, int K, bool floor_rounding, bool residual, int classes,
                                     int2* __restrict__ off, acc_t* __restrict__ pw, int* __restrict__ npts,
-                                    int* __restrict__ tap_pt, int2* __restrict__ halo) {
+                                    int* __restrict__ tap_pt, int2* __restrict__ halo, int* __restrict__ same) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;
+  same[idx] = same_offsets_as_prev(theta, c, K, floor_rounding);
   float s, co;
   angle_sincos(theta[c], &s, &co);
   int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
@@ -111,13 +143,14 @@ __global__ void build_tables_kernel(const float* __restrict__ theta, const scala
 
 template <typename acc_t>
 struct TablesT {
-  at::Tensor ints;  // off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K): int2 arrays 8-byte aligned
+  at::Tensor ints;  // off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K) | same (C): int2 arrays 8-byte aligned
   at::Tensor weights;
   int C, K;         // C: entries (channels x parity classes)
   const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
   const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * int64_t(C) * K); }
   const int* npts() const { return ints.data_ptr<int>() + 2 * int64_t(C) * K + 2 * C; }
   const int* tap_pt() const { return npts() + C; }
+  const int* same() const { return tap_pt() + int64_t(C) * K; }  // offsets as the previous channel's
   const acc_t* w() const { return weights.defined() ? weights.data_ptr<acc_t>() : nullptr; }
 };
 
@@ -129,7 +162,7 @@ TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, b
   TablesT<acc_t> t;
   t.C = C;
   t.K = K;
-  t.ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 3}, weight.options().dtype(at::kInt));
+  t.ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, weight.options().dtype(at::kInt));
   if (with_weights) {
     t.weights = at::empty({int64_t(C) * K}, weight.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
   }
@@ -138,6 +171,7 @@ TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, b
   at::Tensor& ints_t = t.ints;
   int* ints = ints_t.data_ptr<int>();
   int2* off = reinterpret_cast<int2*>(ints);
+  int* same = ints + 3 * int64_t(C) * K + 3 * C;
   int2* halo = reinterpret_cast<int2*>(ints + 2 * int64_t(C) * K);
   int* npts = ints + 2 * int64_t(C) * K + 2 * C;
   int* tap_pt = npts + C;
@@ -148,7 +182,7 @@ TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, b
   }
   build_tables_kernel<scalar_t, acc_t><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
       th.data_ptr<float>(), w.data_ptr<scalar_t>(), channels, K, floor_rounding, residual, classes, off, pw, npts,
-      tap_pt, halo);
+      tap_pt, halo, same);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return t;
 }
@@ -649,15 +683,23 @@ __global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int
 // ----------------------------------------------------------------------------------------------
 constexpr int kSegR = 8;          // outputs per thread along the segment axis (NCHW fast path)
 constexpr int kFastThreads = 256;
+constexpr int kWinRegion = 32;  // largest output tile side of a window-gather block
 // NHWC fast path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
 // pixel slots x 8 would leave most of them idle).
 constexpr int kVecRLarge = 8, kVecRSmall = 4;
+
+// Maximum over the 32 lanes of a warp (all lanes must call it).
+__device__ __forceinline__ int warp_max(int v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, d));
+  return v;
+}
 
 struct SegInfo {
   int mode;  // 0: u = (0, 1), 1: u = (1, 0), 2: u = (1, 1), 3: u = (1, -1)
   int nseg;
   int npts;
-  int pad;
+  int same;  // the taps' offsets are those of the previous channel (same segments)
 };
 
 __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
@@ -680,6 +722,7 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;
+  const bool same = same_offsets_as_prev(theta, c, K, floor_rounding);
   float s, co;
   angle_sincos(theta[c], &s, &co);
   const int64_t wbase = static_cast<int64_t>(c) * K;  // weight row
@@ -800,7 +843,7 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
     for (int k = 0; k < nw; ++k) segw[base + k] = w[k];
     for (int t = 0; t < K; ++t) tap_sp[base + t] = tsp[t];
   }
-  info[idx] = SegInfo{mode, nseg, np, 0};
+  info[idx] = SegInfo{mode, nseg, np, same};
   halo[idx] = make_int2(ph, pwid);
 }
 
@@ -1246,6 +1289,32 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
   }
 }
 
+// Warp 0 of a block over channels [c0, c0 + CB): the largest point count and halo, and per quarter of
+// V channels whether they share the first one's points (`same`: the tables' same-as-previous flags).
+template <int V>
+__device__ __forceinline__ void block_channel_summary(const int* __restrict__ npts, const int2* __restrict__ halo,
+                                                      const int* __restrict__ same, int c0, int CB, int C, int* s_np,
+                                                      int* s_ph, int* s_pw, int* s_uniform) {
+  if (threadIdx.x >= 32) return;
+  int np = 0, ph = 0, pw = 0;
+  const int c = c0 + static_cast<int>(threadIdx.x);
+  if (static_cast<int>(threadIdx.x) < CB && c < C) {
+    np = npts[c];
+    const int2 hl = halo[c];
+    ph = hl.x;
+    pw = hl.y;
+  }
+  np = warp_max(np);
+  ph = warp_max(ph);
+  pw = warp_max(pw);
+  if (threadIdx.x == 0) {
+    *s_np = np;
+    *s_ph = ph;
+    *s_pw = pw;
+  }
+  if (threadIdx.x < 4) s_uniform[threadIdx.x] = quarter_uniform<V>(same, c0 + threadIdx.x * V, C);
+}
+
 // One block: image n, an output tile, CB channels. Lane = 4 * pixel slot + channel quarter;
 // the thread owns R outputs 64 pixels apart (consecutive pixels across a warp's slots).
 template <typename scalar_t, int R>
@@ -1253,8 +1322,8 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     vec_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
                            const float* __restrict__ tw_, const int* __restrict__ tnpts,
-                           const int2* __restrict__ thalo, const FastGeometry g, int sign, bool vec_ok,
-                           int tile_bytes) {
+                           const int2* __restrict__ thalo, const int* __restrict__ tsame, const FastGeometry g,
+                           int sign, bool vec_ok, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int groups = (g.C + CB - 1) / CB;
@@ -1269,30 +1338,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int slots = blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
-  if (threadIdx.x < 4) {
-    // A quarter's V channels share one vector load per tap when their point lists coincide.
-    bool same = true;
-    const int cq = c0 + threadIdx.x * V;
-    for (int k = 1; k < V && cq + k < g.C; ++k) {
-      same = same && tnpts[cq + k] == tnpts[cq];
-      for (int j = 0; same && j < tnpts[cq]; ++j) {
-        const int2 a = toff[int64_t(cq) * g.K + j], b = toff[int64_t(cq + k) * g.K + j];
-        same = a.x == b.x && a.y == b.y;
-      }
-    }
-    s_uniform[threadIdx.x] = same && cq + V <= g.C;
-  }
-  if (threadIdx.x == 0) {
-    int np = 0, ph = 0, pwid = 0;
-    for (int k = c0; k < c0 + CB && k < g.C; ++k) {
-      np = max(np, tnpts[k]);
-      ph = max(ph, thalo[k].x);
-      pwid = max(pwid, thalo[k].y);
-    }
-    s_np = np;
-    s_ph = ph;
-    s_pw = pwid;
-  }
+  block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EW = twd + 2 * pwid;
@@ -1400,8 +1446,9 @@ template <typename scalar_t, int R, int P>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const int2* __restrict__ toff, const int* __restrict__ tnpts,
-                          const int2* __restrict__ thalo, float* __restrict__ partial, const FastGeometry g,
-                          int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes) {
+                          const int2* __restrict__ thalo, const int* __restrict__ tsame,
+                          float* __restrict__ partial, const FastGeometry g, int Hx, int Wx, int N, int chunk,
+                          bool vec_ok, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
@@ -1410,6 +1457,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   toff += int64_t(cls) * g.C * g.K;
   tnpts += int64_t(cls) * g.C;
   thalo += int64_t(cls) * g.C;
+  tsame += int64_t(cls) * g.C;
   partial += int64_t(cls) * g.C * g.tiles * chunks * g.K;
   const int Hs = (Hx - pa + P - 1) / P, Ws = (Wx - pb + P - 1) / P;  // source plane
   const int tile = blockIdx.x % g.tiles;
@@ -1423,29 +1471,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int slots = blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
-  if (threadIdx.x < 4) {
-    bool same = true;
-    const int cq = c0 + threadIdx.x * V;
-    for (int k = 1; k < V && cq + k < g.C; ++k) {
-      same = same && tnpts[cq + k] == tnpts[cq];
-      for (int j = 0; same && j < tnpts[cq]; ++j) {
-        const int2 a = toff[int64_t(cq) * g.K + j], b = toff[int64_t(cq + k) * g.K + j];
-        same = a.x == b.x && a.y == b.y;
-      }
-    }
-    s_uniform[threadIdx.x] = same && cq + V <= g.C;
-  }
-  if (threadIdx.x == 0) {
-    int np = 0, ph = 0, pwid = 0;
-    for (int k = c0; k < c0 + CB && k < g.C; ++k) {
-      np = max(np, tnpts[k]);
-      ph = max(ph, thalo[k].x);
-      pwid = max(pwid, thalo[k].y);
-    }
-    s_np = np;
-    s_ph = ph;
-    s_pw = pwid;
-  }
+  block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EW = twd + 2 * pwid;
@@ -1598,6 +1624,48 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
   }
 }
 
+// The sub-tile of a th x tw output tile that the block stages at a time (sh x sw outputs; the last
+// ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0, all
+// 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
+// evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
+// 3 K per task (a warp runs 8 tasks of about 26 K) and a latency allowance per round of tasks over
+// the block's slots.
+template <int R>
+__device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
+                                               int slots) {
+  const int lane = threadIdx.x & 31;
+  float cost = __int_as_float(0x7f800000);  // +inf: no candidate
+  int2 sub = make_int2(R, R);
+  const int cand = (lane + 1) * R;
+  if (cand < round_up(th, R) + R) {
+    const int nsh = (th + cand - 1) / cand;
+    const int sh = round_up((th + nsh - 1) / nsh, R);
+    const int rows = seg_tile_rows<R>(sh, ph);
+    const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
+    const int sw_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
+    if (sw_max >= R) {
+      const int nsw = (tw + min(sw_max, round_up(tw, R)) - 1) / min(sw_max, round_up(tw, R));
+      const int sw = round_up((tw + nsw - 1) / nsw, R);
+      const int pitch = seg_tile_cols<R>(sw, pw) | 1;
+      const int tasks = seg_ntasks<R>(mode, min(sh, th), min(sw, tw));
+      const int rounds = (tasks + slots - 1) / slots;
+      cost = float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds));
+      sub = make_int2(min(sh, th), min(sw, tw));
+    }
+  }
+  int best = lane;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const float oc = __shfl_xor_sync(0xffffffffu, cost, d);
+    const int ob = __shfl_xor_sync(0xffffffffu, best, d);
+    if (oc < cost || (oc == cost && ob < best)) {
+      cost = oc;
+      best = ob;
+    }
+  }
+  return make_int2(__shfl_sync(0xffffffffu, sub.x, best), __shfl_sync(0xffffffffu, sub.y, best));
+}
+
 // The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
 // at channel kc of the block (c in the tensor) that share one segment list. Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
@@ -1667,46 +1735,39 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);
   const int slots = blockDim.x >> 2;
 
-  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw;
-  if (threadIdx.x < CB) {
-    const SegInfo f = info[c0 + threadIdx.x];
-    s_mode[threadIdx.x] = f.mode;
-    s_nseg[threadIdx.x] = f.nseg;
-  }
-  if (threadIdx.x == 0) {
-    int ph = 0, pw = 0;
-    for (int k = 0; k < CB; ++k) {
-      ph = max(ph, halo[c0 + k].x);
-      pw = max(pw, halo[c0 + k].y);
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw;
+  if (threadIdx.x < 32) {
+    // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
+    // whether its V channels walk the same segments (then one vector load per point).
+    int ph = 0, pw = 0, mode = 0;
+    if (threadIdx.x < CB) {
+      const SegInfo f = info[c0 + threadIdx.x];
+      mode = f.mode;
+      s_mode[threadIdx.x] = f.mode;
+      s_nseg[threadIdx.x] = f.nseg;
+      const int2 hl = halo[c0 + threadIdx.x];
+      ph = hl.x;
+      pw = hl.y;
     }
-    s_ph = ph;
-    s_pw = pw;
+    ph = warp_max(ph);
+    pw = warp_max(pw);
+    mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
+    const int2 sub = choose_subtile<R>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
+    if (threadIdx.x == 0) {
+      s_ph = ph;
+      s_pw = pw;
+      s_sh = sub.x;
+      s_sw = sub.y;
+    }
+    if (threadIdx.x < 4) {
+      bool same = true;
+#pragma unroll
+      for (int k = 1; k < V; ++k) same = same && info[c0 + threadIdx.x * V + k].same != 0;
+      s_uniform[threadIdx.x] = same;
+    }
   }
   __syncthreads();
-  if (threadIdx.x < 4) {
-    // Whether the quarter's V channels walk the same segments (then one vector load per point).
-    const int k0 = threadIdx.x * V;
-    bool same = true;
-    for (int k = 1; k < V && same; ++k) {
-      same = s_mode[k0 + k] == s_mode[k0] && s_nseg[k0 + k] == s_nseg[k0];
-      for (int s = 0; same && s < s_nseg[k0]; ++s) {
-        const int4 a = segs[int64_t(c0 + k0) * g.K + s], b = segs[int64_t(c0 + k0 + k) * g.K + s];
-        same = a.x == b.x && a.y == b.y && a.z == b.z;
-      }
-    }
-    s_uniform[threadIdx.x] = same;
-  }
-  const int ph = s_ph, pw = s_pw;
-  // Staged part: the whole tile, or (channels at different angles needing a larger joint halo than
-  // the allocation's single line) sub-tiles of sh x sw outputs, multiples of R, that fit.
-  int sh = th, sw_ = tw;
-  while (seg_tile_rows<R>(sh, ph) * (seg_tile_cols<R>(sw_, pw) | 1) * 32 > tile_bytes && (sh > R || sw_ > R)) {
-    if (sh > R) {
-      sh = max(R, (sh / 2 + R - 1) / R * R);
-    } else {
-      sw_ = max(R, (sw_ / 2 + R - 1) / R * R);
-    }
-  }
+  const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
   const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
   // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel].
   int4* sseg = reinterpret_cast<int4*>(smem);
@@ -2101,8 +2162,8 @@ bool launch_vec_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   const int64_t blocks = N * g.tiles * ceil_div(g.C, CB);
   const bool vec_ok = vec_aligned<scalar_t>({&src, &out}, g.C);
   kernel<<<blocks, kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(), t.w(), t.npts(), t.halo(), g, sign, vec_ok,
-      static_cast<int>(tile));
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(), t.w(), t.npts(), t.halo(), t.same(), g,
+      sign, vec_ok, static_cast<int>(tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return true;
 }
@@ -2116,6 +2177,25 @@ int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
   auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
   return std::max(bytes(seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw)),
                   bytes(seg_tile_rows<R>(R, halo_k / 2), seg_tile_cols<R>(R, halo_k / 2)));
+}
+
+// The output tile of each window-gather block, from the tile that the allocation holds at any
+// angle (g.TH x g.TW): up to kWinRegion outputs a side, the plane split evenly, where that leaves
+// the grid at least 8 blocks per multiprocessor. Blocks stage their tile in sub-tiles that fit the
+// allocation with their channels' actual halo (choose_subtile): lines with small halos stage larger
+// sub-tiles, a block's fixed costs (tables, halo) are spread over more outputs and the plane's edge
+// tiles are no longer mostly empty.
+void win_region(FastGeometry& g, int64_t planes) {
+  const int64_t min_blocks = 8 * int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+  for (int side = kWinRegion; side > std::max(g.TH, g.TW); side /= 2) {
+    const int nh = ceil_div(g.H, side), nw = ceil_div(g.W, side);
+    if (planes * nh * nw < min_blocks) continue;
+    g.TH = std::max(g.TH, ceil_div(g.H, nh));
+    g.TW = std::max(g.TW, ceil_div(g.W, nw));
+    g.tiles_w = ceil_div(g.W, g.TW);
+    g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+    return;
+  }
 }
 
 // A line of this many taps bounds the halos of the parity-class tables: |dh >> 1| <= (|dh| + 1) / 2.
@@ -2133,6 +2213,7 @@ bool launch_win_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   if (!choose_fast_tile(g, 32, fixed, 80 * 1024, tile_bytes, halo_k)) return false;
   const int64_t tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   const int64_t smem = fixed + tile;
+  win_region(g, N * (g.C / CB) * classes);
   auto kernel = classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
   set_smem(kernel, smem);
   const dim3 grid(static_cast<unsigned>(N * g.tiles * (g.C / CB)), static_cast<unsigned>(classes));
@@ -2170,8 +2251,8 @@ bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
   const bool vec_ok = vec_aligned<scalar_t>({&x, &dy}, g.C);
   const dim3 grid(static_cast<unsigned>(cgroups * g.tiles * chunks), static_cast<unsigned>(classes));
   kernel<<<grid, kFastThreads, smem, stream>>>(
-      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), partial.data_ptr<float>(), g,
-      static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(N), chunk, vec_ok,
+      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), t.same(), partial.data_ptr<float>(),
+      g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(N), chunk, vec_ok,
       static_cast<int>(tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
   wgrad_reduce_kernel<scalar_t, float><<<ceil_div(int64_t(g.C) * g.K, 256), 256, 0, stream>>>(

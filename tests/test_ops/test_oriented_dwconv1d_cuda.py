@@ -166,3 +166,30 @@ def test_channels_last_channel_blocks(dtype, angles, k, stride):
         assert rel_err(out, ref) < RTOL[dtype]
         assert rel_err(gx, xr.grad) < RTOL[dtype]
         assert rel_err(gw, wr.grad) < max(RTOL[dtype], 1e-4)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('angles', ['groups12', 'per_channel'])
+@pytest.mark.parametrize('stride', [1, 2])
+def test_channels_last_large_batch_tiles(dtype, angles, stride):
+    """channels_last with a batch large enough for the window kernels' larger output tiles (staged in
+    sub-tiles sized by each block's halo): output and input gradient of three images against the
+    reference, the weight gradient with the other images' output gradients zero."""
+    n, c, h, w, k = 48, 96, 61, 57, 31
+    x, weight, _, bias = make_inputs(n, c, h, w, k, seed=5)
+    theta = oriented_angles(c) if angles == 'groups12' else torch.linspace(0, math.pi, c + 1)[:-1]
+    grad_out = torch.randn(n, c, -(-h // stride), -(-w // stride), generator=torch.Generator().manual_seed(6),
+                           dtype=torch.float64)
+    keep = [0, 1, n - 1]
+    grad_out[2:n - 1] = 0
+    xg = x.to('cuda', dtype).contiguous(memory_format=torch.channels_last)
+    out, gx, gw, _ = forward_backward(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype),
+                                      grad_out.to('cuda', dtype).contiguous(memory_format=torch.channels_last),
+                                      stride=stride, residual=True)
+    xr = x[keep].requires_grad_()
+    wr = weight.clone().requires_grad_()
+    ref = oriented_dwconv1d_reference(xr, wr, theta, bias, stride=stride, residual=True)
+    ref.backward(grad_out[keep])
+    assert rel_err(out[keep], ref) < RTOL[dtype]
+    assert rel_err(gx[keep], xr.grad) < RTOL[dtype]
+    assert rel_err(gw, wr.grad) < max(RTOL[dtype], 1e-4)
