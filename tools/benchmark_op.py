@@ -1,6 +1,7 @@
 """Benchmark the oriented depthwise 1D convolution against PyTorch baselines on a CUDA GPU.
 
-Times (CUDA events, warm-up, median of repeats, all in one process):
+Times (CUDA events, warm-up, median of repeats, all in one process; the cases of one dtype, size, pass and
+kernel size run in interleaved rounds):
 
 * ``mmo1d`` at every angle 0, 22.5, ..., 157.5 degrees and the 8-direction layout of the models;
 * ``torch_horizontal``: PyTorch's depthwise ``conv2d`` with a (1, K) kernel, NCHW, same dtype;
@@ -42,8 +43,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--sizes', type=int, nargs='+', default=[14, 28, 56])
     parser.add_argument('--kernel-sizes', type=int, nargs='+', default=[7, 15, 31])
     parser.add_argument('--dtypes', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument('--repeats', type=int, default=50, help='timed repeats (median reported)')
-    parser.add_argument('--warmup', type=int, default=10)
+    parser.add_argument('--repeats', type=int, default=51,
+                        help='timed repeats per case, spread over the rounds (median of all reported)')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='interleaved rounds: per round every case of a (dtype, size, pass) group runs '
+                        'its share of the repeats, so that a slow spell of the GPU does not fall on one case')
+    parser.add_argument('--warmup', type=int, default=10, help='warm-up calls before a case first runs')
     parser.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON',
@@ -51,8 +56,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
-    """Median time of ``fn(i)`` in milliseconds, measured with CUDA events."""
+def time_samples(fn: Callable[[int], None], repeats: int, warmup: int) -> List[float]:
+    """Times of ``repeats`` calls of ``fn(i)`` in milliseconds, measured with CUDA events."""
     for i in range(warmup):
         fn(i)
     torch.cuda.synchronize()
@@ -64,7 +69,12 @@ def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
+    """Median time of ``fn(i)`` in milliseconds."""
+    return statistics.median(time_samples(fn, repeats, warmup))
 
 
 def peak_bytes(fn: Callable[[int], None]) -> int:
@@ -127,7 +137,8 @@ def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
         'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
         'batch': args.batch,
         'channels': args.channels,
-        'repeats': args.repeats,
+        'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,
+        'rounds': args.rounds,
         'copy_bandwidth_GBps': round(bandwidth, 1),
     }
 
@@ -140,13 +151,29 @@ def run(args: argparse.Namespace) -> Dict:
     n, c = args.batch, args.channels
     records = []
 
-    def record(impl, dtype_name, layout, h, k, angle, backward, fn):
-        ms = time_ms(fn, args.repeats, args.warmup)
-        rec = dict(impl=impl, dtype=dtype_name, layout=layout, H=h, K=k, angle_deg=angle,
-                   **{'pass': 'fwdbwd' if backward else 'fwd'}, ms=round(ms, 4), peak_mem_bytes=peak_bytes(fn))
-        records.append(rec)
-        print(f"{impl:17s} {dtype_name:8s} {layout:13s} H={h:3d} K={k:2d} angle={str(angle):6s} "
-              f"{rec['pass']:6s} {ms:8.3f} ms  peak {rec['peak_mem_bytes'] / 2**20:8.1f} MiB", flush=True)
+    def measure(cases):
+        """Times the (record, fn) cases of one group in interleaved rounds; the KxK masked baseline
+        (hundreds of ms at K=31) runs its repeats once."""
+        per_round = math.ceil(args.repeats / args.rounds)
+        samples = [[] for _ in cases]
+        for r in range(args.rounds):
+            for (rec, fn), times in zip(cases, samples):
+                if rec['impl'] == 'masked_2d':
+                    if r == 0:
+                        times.extend(time_samples(fn, args.repeats, args.warmup))
+                    continue
+                times.extend(time_samples(fn, per_round, args.warmup if r == 0 else 2))
+        for (rec, fn), times in zip(cases, samples):
+            rec['ms'] = round(statistics.median(times), 4)
+            rec['peak_mem_bytes'] = peak_bytes(fn)
+            records.append(rec)
+            print(f"{rec['impl']:17s} {rec['dtype']:8s} {rec['layout']:13s} H={rec['H']:3d} K={rec['K']:2d} "
+                  f"angle={str(rec['angle_deg']):6s} {rec['pass']:6s} {rec['ms']:8.3f} ms  "
+                  f"peak {rec['peak_mem_bytes'] / 2**20:8.1f} MiB", flush=True)
+
+    def case(impl, dtype_name, layout, h, k, angle, backward, fn):
+        return dict(impl=impl, dtype=dtype_name, layout=layout, H=h, K=k, angle_deg=angle,
+                    **{'pass': 'fwdbwd' if backward else 'fwd'}), fn
 
     for dtype_name in args.dtypes:
         dtype, layout = CONFIGS[dtype_name]
@@ -159,27 +186,28 @@ def run(args: argparse.Namespace) -> Dict:
             xs_nchw = [x.contiguous().requires_grad_() for x in base]
             grads = [torch.randn_like(x) for x in xs]
             grads_nchw = [g.contiguous() for g in grads]
+            mixed = oriented_angles(c).cuda()
             for backward in (False, True):
                 w7 = torch.randn(c, 1, 7, 7, device='cuda', dtype=dtype, requires_grad=True)
-                record('torch_2d_7x7', dtype_name, layout, h, 7, None, backward,
-                       make_step(lambda x, w: F.conv2d(x, w, padding=3, groups=c), xs, w7, grads, backward))
+                measure([case('torch_2d_7x7', dtype_name, layout, h, 7, None, backward,
+                              make_step(lambda x, w: F.conv2d(x, w, padding=3, groups=c), xs, w7, grads, backward))])
                 for k in args.kernel_sizes:
                     weight = torch.randn(c, k, device='cuda', dtype=dtype, requires_grad=True)
                     w_h = weight.detach()[:, None, None, :].clone().requires_grad_()
-                    record('torch_horizontal', dtype_name, 'nchw', h, k, None, backward,
-                           make_step(lambda x, w, k=k: F.conv2d(x, w, padding=(0, k // 2), groups=c), xs_nchw,
-                                     w_h, grads_nchw, backward))
-                    mixed = oriented_angles(c).cuda()
+                    cases = [case('torch_horizontal', dtype_name, 'nchw', h, k, None, backward,
+                                  make_step(lambda x, w, k=k: F.conv2d(x, w, padding=(0, k // 2), groups=c),
+                                            xs_nchw, w_h, grads_nchw, backward))]
                     if not args.no_masked:
                         w_m = masked_kernel(weight.detach(), mixed).requires_grad_()
-                        record('masked_2d', dtype_name, layout, h, k, None, backward,
-                               make_step(lambda x, w, k=k: F.conv2d(x, w, padding=k // 2, groups=c), xs, w_m,
-                                         grads, backward))
+                        cases.append(case('masked_2d', dtype_name, layout, h, k, None, backward,
+                                          make_step(lambda x, w, k=k: F.conv2d(x, w, padding=k // 2, groups=c), xs,
+                                                    w_m, grads, backward)))
                     for angle in ANGLES + ['mixed8']:
                         theta = mixed if angle == 'mixed8' else torch.full((c,), math.radians(angle), device='cuda')
-                        record('mmo1d', dtype_name, layout, h, k, angle, backward,
-                               make_step(lambda x, w, t=theta: oriented_dwconv1d(x, w, t), xs, weight, grads,
-                                         backward))
+                        cases.append(case('mmo1d', dtype_name, layout, h, k, angle, backward,
+                                          make_step(lambda x, w, t=theta: oriented_dwconv1d(x, w, t), xs, weight,
+                                                    grads, backward)))
+                    measure(cases)
             del base, xs, xs_nchw, grads, grads_nchw
             torch.cuda.empty_cache()
     return {'env': env_info(args, bandwidth), 'records': records}
@@ -193,9 +221,11 @@ def summarize(result: Dict) -> str:
     def find(**kw):
         return [r for r in recs if all(r[k] == v for k, v in kw.items())]
 
+    rounds = f" in {env['rounds']} interleaved rounds" if env.get('rounds', 1) > 1 else ''
     lines = [f"# Oriented depthwise 1D convolution on {env['gpu']}", '',
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"{env['date']}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats; "
+             f"{env['date']}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats"
+             f"{rounds}; "
              f"copy bandwidth {bw} GB/s.", '', f"Command: `{env['command']}`", '',
              'Times in ms. *any angle* = slowest of the 8 single-angle runs; ratios use it. '
              '*horizontal* = PyTorch depthwise 1xK conv (NCHW, same dtype); *7x7* = PyTorch depthwise 7x7 '

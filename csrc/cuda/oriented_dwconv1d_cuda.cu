@@ -2031,7 +2031,7 @@ int64_t max_over_halos(int K, F tile_elems) {
 
 // Output tile of a fast path: the whole plane up to `start` x `start`, halved (longer side first)
 // until the worst-case tile of any angle (the halos of a line of halo_k taps; default K) fits in
-// `soft` bytes (or only in the device limit).
+// `soft` bytes (or only in the device limit), then evened out over the plane.
 template <typename F>
 bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F tile_bytes, int halo_k = 0) {
   if (halo_k == 0) halo_k = g.K;
@@ -2048,6 +2048,9 @@ bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F
   while ((bytes(TH, TW) > soft && (TH > 8 || TW > 8)) || (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
     if (TH >= TW) TH = (TH + 1) / 2; else TW = (TW + 1) / 2;
   }
+  // The same number of tiles, split evenly (no tile smaller, none mostly empty at the plane's edge).
+  TH = ceil_div(g.H, ceil_div(g.H, TH));
+  TW = ceil_div(g.W, ceil_div(g.W, TW));
   g.TH = TH;
   g.TW = TW;
   g.tiles_w = ceil_div(g.W, TW);
