@@ -17,6 +17,10 @@
 //   own angle, and every thread accumulates several outputs per table entry.
 // * NCHW: one block per (n, c) plane tile. NHWC (channels_last): one block per spatial tile and
 //   8 consecutive channels; 4 pixels x 8 channels per warp make shared-memory reads conflict-free.
+//   The fast paths (fp32/fp16/bf16, stride 1 and the polyphase stride-2 gradients) walk each
+//   channel's points as runs along one axis with register windows; their channels_last kernels
+//   take 32 bytes of channels per block, and the window gather stages tiles of up to 32 x 32
+//   outputs in sub-tiles sized by the block's actual halo.
 // * Weight gradient: per-block partial sums (warp reductions, per-warp slots, no float atomics)
 //   written to a workspace, then a second kernel adds them in a fixed order: bitwise
 //   deterministic.
@@ -1712,8 +1716,8 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
-// The tile is staged (cp.async, storage dtype) whole, or in sub-tiles when the block's channels
-// together need a larger halo than the allocation holds for the whole tile.
+// The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
 template <typename scalar_t, int R, int OS>
 __global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
