@@ -1676,12 +1676,14 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
 // The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
 // at channel kc of the block (c in the tensor) that share one segment list. Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
-template <typename scalar_t, int R, int OS, int NV>
+// ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
+// pixel, stw pixels per row), one class of the stride-2 forward at a time.
+template <typename scalar_t, int R, int OS, int NV, bool ACC = false>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, const int4* __restrict__ sseg,
                                           const float* __restrict__ sw, const float (&b)[NV], int sth, int stw,
                                           int p0s, int q0s, int ph, int pw, int pitch, int OH, int OW, int oa,
-                                          int ob, int C, int slot, int slots) {
+                                          int ob, int C, int slot, int slots, float* __restrict__ accs = nullptr) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -1707,7 +1709,13 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
       const int pr = p + r * ui, qr = q + r * uj;
       const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
       if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
-        store_channels<scalar_t, NV>(op + (int64_t(oi) * OW + oj) * C + c, acc[r]);
+        if constexpr (ACC) {
+          float* d = accs + (pr * stw + qr) * CB + kc;
+#pragma unroll
+          for (int k = 0; k < NV; ++k) d[k] += acc[r][k];
+        } else {
+          store_channels<scalar_t, NV>(op + (int64_t(oi) * OW + oj) * C + c, acc[r]);
+        }
       }
     }
   }
@@ -1815,6 +1823,121 @@ __global__ void __launch_bounds__(kFastThreads, 3)
                                       stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
       }
     }
+  }
+}
+
+// Stride-2 forward, polyphase: y[i, j] = sum over the parity classes (a, b) of a stride-1 window
+// gather over the phase plane x[a::2, b::2] with the class's taps at halved offsets. One block:
+// image n, an output tile, CB channels (C % CB == 0, 16-byte aligned tensors). The four classes'
+// sums meet in an fp32 tile in shared memory (bias first), so the output is rounded once; each
+// class is staged in turn into one buffer whose halo (the largest over the classes and the block's
+// channels) and pitch serve all four.
+template <typename scalar_t, int R>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    win_gather_s2_nhwc_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ out,
+                              const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
+                              const int4* __restrict__ segs, const float* __restrict__ segw,
+                              const int2* __restrict__ halo, const FastGeometry g, int Hx, int Wx) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = g.C / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);  // g: the output plane
+  const int lane = threadIdx.x & 31, quarter = lane & 3;
+  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);
+  const int slots = blockDim.x >> 2;
+
+  __shared__ int s_mode[4][CB], s_nseg[4][CB], s_uniform[4][4], s_ph, s_pw;
+  if (threadIdx.x < 32) {
+    int ph = 0, pw = 0;
+    for (int cls = 0; cls < 4; ++cls) {
+      if (threadIdx.x < CB) {
+        const SegInfo f = info[int64_t(cls) * g.C + c0 + threadIdx.x];
+        s_mode[cls][threadIdx.x] = f.mode;
+        s_nseg[cls][threadIdx.x] = f.nseg;
+        const int2 hl = halo[int64_t(cls) * g.C + c0 + threadIdx.x];
+        ph = max(ph, hl.x);
+        pw = max(pw, hl.y);
+      }
+      if (threadIdx.x < 4) {
+        bool same = true;
+#pragma unroll
+        for (int k = 1; k < V; ++k) same = same && info[int64_t(cls) * g.C + c0 + threadIdx.x * V + k].same != 0;
+        s_uniform[cls][threadIdx.x] = same;
+      }
+    }
+    ph = warp_max(ph);
+    pw = warp_max(pw);
+    if (threadIdx.x == 0) {
+      s_ph = ph;
+      s_pw = pw;
+    }
+  }
+  // Shared memory: tables of one class (sseg[channel][s], sw[point][channel]), the fp32 sums of
+  // the tile (CB per pixel), the staged phase-plane tile.
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
+  float* accs = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(reinterpret_cast<unsigned char*>(accs) +
+                                            align16(sizeof(float) * g.TH * g.TW * CB));
+  for (int e = threadIdx.x; e < th * tw * CB; e += blockDim.x) {
+    const int k = e % CB;
+    accs[e] = bias != nullptr ? static_cast<float>(bias[c0 + k]) : 0.0f;
+  }
+  __syncthreads();
+  const int ph = s_ph, pw = s_pw;
+  const int pitch = seg_tile_cols<R>(tw, pw) | 1;
+  const int k0 = quarter * V;
+  const float zero[V] = {};
+  const scalar_t* img = x + n * int64_t(Hx) * Wx * g.C;
+  for (int cls = 0; cls < 4; ++cls) {
+    const int a = cls >> 1, b = cls & 1;
+    bool any = false;
+#pragma unroll
+    for (int k = 0; k < CB; ++k) any = any || s_nseg[cls][k] > 0;
+    if (!any) continue;  // no tap of the block's channels has these parities
+    const int64_t base = int64_t(cls) * g.C;
+    __syncthreads();  // the previous class's reads of S and the tables are done
+    for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+      const int k = e / g.K, sg = e - k * g.K;
+      if (sg < s_nseg[cls][k]) {
+        const int4 v = segs[(base + c0 + k) * g.K + sg];
+        sseg[e] = make_int4(v.x * pitch + v.y, v.z, v.w, 0);
+      }
+      sw[sg * CB + k] = segw[(base + c0 + k) * g.K + sg];
+    }
+    const int Hs = (Hx - a + 1) / 2, Ws = (Wx - b + 1) / 2;  // phase plane x[a::2, b::2]
+    stage_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (R - 1),
+                              seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw), true, pitch, 2 * int64_t(Wx), 2);
+    __syncthreads();
+    if (s_uniform[cls][quarter]) {
+      win_tasks<scalar_t, R, 1, V, true>(S, nullptr, k0, c0 + k0, s_mode[cls][k0], s_nseg[cls][k0], sseg + k0 * g.K,
+                                         sw, zero, th, tw, p0, q0, ph, pw, pitch, g.H, g.W, 0, 0, g.C, slot, slots,
+                                         accs);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < V; ++kk) {
+        const int kc = k0 + kk;
+        const float z1[1] = {0.0f};
+        win_tasks<scalar_t, R, 1, 1, true>(S, nullptr, kc, c0 + kc, s_mode[cls][kc], s_nseg[cls][kc],
+                                           sseg + kc * g.K, sw, z1, th, tw, p0, q0, ph, pw, pitch, g.H, g.W, 0, 0,
+                                           g.C, slot, slots, accs);
+      }
+    }
+  }
+  __syncthreads();
+  // The tile's sums, rounded once: a lane's V channels per store.
+  scalar_t* op = out + n * int64_t(g.H) * g.W * g.C;
+  for (int e = threadIdx.x; e < th * tw * 4; e += blockDim.x) {
+    const int pix = e >> 2, qd = e & 3;
+    const int i = pix / tw, j = pix - i * tw;
+    float v[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = accs[pix * CB + qd * V + k];
+    store_vec<scalar_t, V>(op + (int64_t(p0 + i) * g.W + q0 + j) * g.C + c0 + qd * V, v);
   }
 }
 
@@ -2236,6 +2359,45 @@ bool launch_win_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* b
   return true;
 }
 
+FastGeometry fast_geometry(const at::Tensor& input, int64_t K) {
+  return FastGeometry{static_cast<int>(input.size(1)), static_cast<int>(K), static_cast<int>(input.size(2)),
+                      static_cast<int>(input.size(3)), 0, 0, 0, 0};
+}
+
+// y = stride-2 forward of x through the polyphase window kernel (t: parity-class tables, sign +1).
+// The staged tile is sized for the largest halved halo on both axes (a block's channels may have
+// different angles); false when not even R x R outputs fit (the general kernel runs instead).
+template <typename scalar_t>
+bool launch_win_gather_s2(const at::Tensor& x, at::Tensor& out, const scalar_t* bias, const SegTables& t,
+                          int64_t N) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  FastGeometry g = fast_geometry(out, t.K);  // the output plane
+  const int h = class_halo_k(g.K) / 2;
+  const int64_t fixed = align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB);
+  auto bytes = [h](int th, int tw) {
+    return int64_t(align16(sizeof(float) * th * tw * CB)) +
+           int64_t(seg_tile_rows<R>(th, h)) * (seg_tile_cols<R>(tw, h) | 1) * 32;
+  };
+  const int64_t hard = max_smem_optin();
+  int TH = std::min(g.H, 16), TW = std::min(g.W, 16);
+  while (fixed + bytes(TH, TW) > 80 * 1024 && (TH > R || TW > R)) {
+    if (TH >= TW) TH = std::max(R, TH / 2); else TW = std::max(R, TW / 2);
+  }
+  if (fixed + bytes(TH, TW) > hard) return false;
+  g.TH = ceil_div(g.H, ceil_div(g.H, TH));
+  g.TW = ceil_div(g.W, ceil_div(g.W, TW));
+  g.tiles_w = ceil_div(g.W, g.TW);
+  g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+  const int64_t smem = fixed + bytes(g.TH, g.TW);
+  auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
+  set_smem(kernel, smem);
+  kernel<<<static_cast<unsigned>(N * g.tiles * (g.C / CB)), kFastThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), g,
+      static_cast<int>(x.size(2)), static_cast<int>(x.size(3)));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return true;
+}
+
 // dw through the NHWC weight gradient: stride 1 (classes = 1, g: the plane of x and dy) or stride 2
 // (classes = 4: t holds parity-class tables; g: dy's plane).
 template <typename scalar_t>
@@ -2275,14 +2437,10 @@ bool launch_vec_wgrad(const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
   return true;
 }
 
-FastGeometry fast_geometry(const at::Tensor& input, int64_t K) {
-  return FastGeometry{static_cast<int>(input.size(1)), static_cast<int>(K), static_cast<int>(input.size(2)),
-                      static_cast<int>(input.size(3)), 0, 0, 0, 0};
-}
-
 // The fast paths for float32, float16 and bfloat16 (false: use the general kernels): forward
 // (sign +1, src = x) and input gradient (sign -1, src = dy) at stride 1; in channels_last with C a
-// multiple of the channel block also the input gradient at stride 2, per parity class.
+// multiple of the channel block also the forward and the input gradient at stride 2, per parity
+// class.
 template <typename scalar_t>
 bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
                  const at::Tensor& weight, bool floor_rounding, bool residual, bool nhwc, int sign,
@@ -2292,6 +2450,10 @@ bool fast_gather(const at::Tensor& src, at::Tensor& out, const scalar_t* bias, c
   if (stride == 2 && sign < 0 && win) {
     const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, -1, 4);
     return launch_win_gather<scalar_t>(src, out, nullptr, segs, fg, src.size(0), 4);
+  }
+  if (stride == 2 && sign > 0 && win) {
+    const auto segs = build_segments<scalar_t>(theta, weight, floor_rounding, residual, 1, 4);
+    return launch_win_gather_s2<scalar_t>(src, out, bias, segs, src.size(0));
   }
   if (stride != 1) return false;
   if (nhwc) {
