@@ -25,7 +25,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -46,8 +46,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--repeats', type=int, default=51,
                         help='timed repeats per case, spread over the rounds (median of all reported)')
     parser.add_argument('--rounds', type=int, default=3,
-                        help='interleaved rounds: per round every case of a (dtype, size, pass) group runs '
-                        'its share of the repeats, so that a slow spell of the GPU does not fall on one case')
+                        help='interleaved rounds: per round every case of a (dtype, size, pass, kernel size) '
+                        'group runs its share of the repeats, so that a slow spell of the GPU does not fall on '
+                        'one case')
     parser.add_argument('--warmup', type=int, default=10, help='warm-up calls before a case first runs')
     parser.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
@@ -85,6 +86,27 @@ def peak_bytes(fn: Callable[[int], None]) -> int:
     fn(0)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - base
+
+
+def measure_cases(cases: List[Tuple[Dict, Callable[[int], None]]], repeats: int, rounds: int, warmup: int,
+                  timer: Callable = time_samples, peak: Callable = peak_bytes) -> List[Dict]:
+    """Times the ``(record, fn)`` cases of one group in ``rounds`` interleaved rounds of
+    ``ceil(repeats / rounds)`` calls each (warm-up before a case's first round, 2 calls before the
+    others) and fills in each record's ``ms`` (median of all its calls) and ``peak_mem_bytes``. The
+    KxK masked baseline (hundreds of ms at K=31) runs its ``repeats`` calls once."""
+    per_round = math.ceil(repeats / rounds)
+    samples: List[List[float]] = [[] for _ in cases]
+    for r in range(rounds):
+        for (rec, fn), times in zip(cases, samples):
+            if rec['impl'] == 'masked_2d':
+                if r == 0:
+                    times.extend(timer(fn, repeats, warmup))
+                continue
+            times.extend(timer(fn, per_round, warmup if r == 0 else 2))
+    for (rec, fn), times in zip(cases, samples):
+        rec['ms'] = round(statistics.median(times), 4)
+        rec['peak_mem_bytes'] = peak(fn)
+    return [rec for rec, _ in cases]
 
 
 def copy_bandwidth_gbps(repeats: int) -> float:
@@ -144,7 +166,8 @@ def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
 
 
 def run(args: argparse.Namespace) -> Dict:
-    assert torch.cuda.is_available(), 'the op benchmark needs a CUDA GPU'
+    if not torch.cuda.is_available():
+        raise SystemExit('no CUDA device: the op benchmark needs a CUDA GPU')
     torch.backends.cudnn.benchmark = True
     bandwidth = copy_bandwidth_gbps(args.repeats)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -152,20 +175,7 @@ def run(args: argparse.Namespace) -> Dict:
     records = []
 
     def measure(cases):
-        """Times the (record, fn) cases of one group in interleaved rounds; the KxK masked baseline
-        (hundreds of ms at K=31) runs its repeats once."""
-        per_round = math.ceil(args.repeats / args.rounds)
-        samples = [[] for _ in cases]
-        for r in range(args.rounds):
-            for (rec, fn), times in zip(cases, samples):
-                if rec['impl'] == 'masked_2d':
-                    if r == 0:
-                        times.extend(time_samples(fn, args.repeats, args.warmup))
-                    continue
-                times.extend(time_samples(fn, per_round, args.warmup if r == 0 else 2))
-        for (rec, fn), times in zip(cases, samples):
-            rec['ms'] = round(statistics.median(times), 4)
-            rec['peak_mem_bytes'] = peak_bytes(fn)
+        for rec in measure_cases(cases, args.repeats, args.rounds, args.warmup):
             records.append(rec)
             print(f"{rec['impl']:17s} {rec['dtype']:8s} {rec['layout']:13s} H={rec['H']:3d} K={rec['K']:2d} "
                   f"angle={str(rec['angle_deg']):6s} {rec['pass']:6s} {rec['ms']:8.3f} ms  "
