@@ -3,6 +3,7 @@
 #include "oriented_dwconv1d.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/autograd.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
@@ -31,6 +32,65 @@ at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, c
                  floor_rounding, residual);
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autograd in C++: the op's gradients for input, weight and bias (theta is a constant). Kept out of
+// Python so that a call costs no more host time than an ATen convolution's.
+class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv1dFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
+                            const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
+                            bool floor_rounding, bool residual) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mmo1d::oriented_dwconv1d", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                           const c10::optional<at::Tensor>&, int64_t, bool, bool)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({input, weight, theta});
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["floor_rounding"] = floor_rounding;
+    ctx->saved_data["residual"] = residual;
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    return op.call(input, weight, theta, bias, stride, floor_rounding, residual);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static auto input_op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_input", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                 const at::Tensor&, int64_t, bool, bool)>();
+    static auto weight_op = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight", "")
+                                .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                  const at::Tensor&, int64_t, bool)>();
+    const auto saved = ctx->get_saved_variables();
+    const auto& grad = grad_outputs[0];
+    const int64_t stride = ctx->saved_data["stride"].toInt();
+    const bool floor_rounding = ctx->saved_data["floor_rounding"].toBool();
+    at::Tensor grad_input, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      grad_input = input_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding,
+                                 ctx->saved_data["residual"].toBool());
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_weight = weight_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding);
+    }
+    // Tensor inputs in order: input, weight, theta, then bias when given.
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3)) {
+      grad_bias = grad.sum({0, 2, 3}, false, at::promote_types(grad.scalar_type(), at::kFloat))
+                      .to(grad.scalar_type());
+    }
+    return {grad_input, grad_weight, at::Tensor(), grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                            const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding,
+                            bool residual) {
+  return OrientedDWConv1dFunction::apply(input, weight, theta, bias, stride, floor_rounding, residual);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(mmo1d, m) {
@@ -43,6 +103,10 @@ TORCH_LIBRARY(mmo1d, m) {
   m.def(
       "oriented_dwconv1d_backward_weight(Tensor grad_output, Tensor input, Tensor weight, "
       "Tensor theta, int stride, bool floor_rounding) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
+  m.impl("oriented_dwconv1d", forward_autograd);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCPU, m) {

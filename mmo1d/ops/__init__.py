@@ -1,7 +1,8 @@
+from .layer_norm import autocast_output_dtype, layer_norm_last
 from .oriented_dwconv1d import OrientedDWConv1d, oriented_angles, oriented_dwconv1d
 from .reference import oriented_dwconv1d_reference, tap_offsets
 
 __all__ = [
-    'oriented_dwconv1d', 'OrientedDWConv1d', 'oriented_angles', 'oriented_dwconv1d_reference',
-    'tap_offsets'
+    'autocast_output_dtype', 'layer_norm_last', 'oriented_dwconv1d', 'OrientedDWConv1d', 'oriented_angles',
+    'oriented_dwconv1d_reference', 'tap_offsets'
 ]

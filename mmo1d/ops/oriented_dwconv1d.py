@@ -3,8 +3,9 @@
 A depthwise convolution whose 1xK kernel of channel ``c`` is turned by the angle ``theta[c]``
 (radians, counter-clockwise). Semantics: :mod:`mmo1d.ops.reference`. The op is registered with
 ``torch.library`` as ``torch.ops.mmo1d.oriented_dwconv1d`` (C++ schema in ``csrc/``), with CPU and
-CUDA kernels, fake kernels for ``torch.compile``, autograd for input, weight and bias, and an
-autocast rule (runs in the autocast dtype, like ``conv2d``).
+CUDA kernels, fake kernels for ``torch.compile``, autograd for input, weight and bias (in C++, so a
+call costs the host no more than an ATen convolution), and an autocast rule (runs in the autocast
+dtype, like ``conv2d``).
 """
 import math
 from typing import Optional
@@ -41,31 +42,6 @@ def _backward_input_fake(grad_output, input, weight, theta, stride, floor_roundi
 @torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_weight')
 def _backward_weight_fake(grad_output, input, weight, theta, stride, floor_rounding):
     return torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
-
-
-def _setup_context(ctx, inputs, output):
-    input, weight, theta, bias, stride, floor_rounding, residual = inputs
-    ctx.save_for_backward(input, weight, theta)
-    ctx.stride, ctx.floor_rounding, ctx.residual = stride, floor_rounding, residual
-    ctx.has_bias = bias is not None
-
-
-def _backward(ctx, grad_output):
-    input, weight, theta = ctx.saved_tensors
-    grad_input = grad_weight = grad_bias = None
-    if ctx.needs_input_grad[0]:
-        grad_input = _ops.oriented_dwconv1d_backward_input(grad_output, input, weight, theta,
-                                                           ctx.stride, ctx.floor_rounding, ctx.residual)
-    if ctx.needs_input_grad[1]:
-        grad_weight = _ops.oriented_dwconv1d_backward_weight(grad_output, input, weight, theta,
-                                                             ctx.stride, ctx.floor_rounding)
-    if ctx.has_bias and ctx.needs_input_grad[3]:
-        acc_dtype = torch.promote_types(grad_output.dtype, torch.float32)
-        grad_bias = grad_output.sum(dim=(0, 2, 3), dtype=acc_dtype).to(grad_output.dtype)
-    return grad_input, grad_weight, None, grad_bias, None, None, None
-
-
-torch.library.register_autograd('mmo1d::oriented_dwconv1d', _backward, setup_context=_setup_context)
 
 
 def oriented_dwconv1d(input: Tensor,

@@ -140,8 +140,8 @@ def test_depthwise_oriented_stem_recompute_under_autocast():
     def plain(m, x):
         h = m.pw1(x.permute(0, 2, 3, 1))
         h = m.dw1(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
-        h = m.dw2(m.act(m.norm1(h)).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
-        return m.norm3(m.pw2(m.act(m.norm2(h)))).permute(0, 3, 1, 2)
+        h = m.dw2(m.norm1(h).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        return m.norm3(m.pw2(m.norm2(h))).permute(0, 3, 1, 2)
 
     grads = []
     for fn in (stem, lambda x: plain(stem, x)):
@@ -177,3 +177,63 @@ def test_depthwise_oriented_stem_keeps_no_full_resolution_activation():
     with torch.no_grad():
         plain = stem(x)
     assert torch.equal(stem(x).detach(), plain)
+
+
+def test_block_drop_path_in_one_addcmul():
+    """Training with stochastic depth: x + mask * gamma * f(x), with DropPath's per-sample mask."""
+    block = OrientedConvNeXtBlock(8, 5, True, drop_path_rate=0.5, layer_scale_init_value=0.5)
+    _randomise(block)
+    block.train()
+    x = torch.randn(8, 8, 6, 7)
+    torch.manual_seed(3)
+    y = block(x)
+    torch.manual_seed(3)
+    mask = torch.empty(8, 1, 1, 1).bernoulli_(0.5)
+    expected = x + (_block_oracle(block, x) - x) * mask / 0.5
+    torch.testing.assert_close(y, expected, atol=1e-4, rtol=1e-4)
+    dropped = (mask.flatten() == 0)
+    assert 0 < dropped.sum() < 8
+    assert torch.equal(y[dropped], x[dropped])
+
+
+def test_plus_plus_block_keeps_no_gelu_output():
+    """The "++" convolution's input (the GELU output) is recomputed in backward, not kept."""
+    block = OrientedConvNeXtBlock(8, 5, True, mid_kernel_size=7, directions=4)
+    _randomise(block)
+    outputs = []
+    block.act.register_forward_hook(lambda m, i, o: outputs.append(weakref.ref(o)))
+    x = torch.randn(2, 8, 9, 11, requires_grad=True)
+    y = block(x)
+    gc.collect()
+    assert outputs[0]() is None
+    grad_out = torch.randn_like(y)
+    y.backward(grad_out)
+    grads = [x.grad] + [p.grad for p in block.parameters()]
+    # Activation checkpointing runs the block without the recompute hooks: same gradients, bitwise.
+    block.with_cp = True
+    x2 = x.detach().requires_grad_()
+    block.zero_grad(set_to_none=True)
+    block(x2).backward(grad_out)
+    assert all(torch.equal(a, b) for a, b in zip(grads, [x2.grad] + [p.grad for p in block.parameters()]))
+    # And the oracle's.
+    x3 = x.detach().requires_grad_()
+    params = [x3] + list(block.parameters())
+    expected = torch.autograd.grad(_block_oracle(block, x3), params, grad_out)
+    for g, e in zip(grads, expected):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+def test_norm_layers_write_the_autocast_dtype_only_where_a_cast_follows():
+    """Under autocast the block's LayerNorm (it feeds pw1) returns bf16, the same values pw1 would
+    get from its own cast of a float32 LayerNorm; the stem's last norm keeps float32."""
+    block = OrientedConvNeXtBlock(16, 5, True)
+    _randomise(block)
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7)
+    h = torch.randn(2, 5, 6, 16)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        y = block.norm(h.bfloat16())
+        assert stem(torch.randn(1, 3, 16, 16)).dtype == torch.float32
+    assert y.dtype == torch.bfloat16
+    expected = F.layer_norm(h.bfloat16().float(), (16, ), block.norm.weight, block.norm.bias, 1e-6)
+    torch.testing.assert_close(y, expected.bfloat16(), atol=0, rtol=2**-7)
+    assert stem.norm1.act == 'gelu' and stem.norm2.act == 'gelu' and stem.norm3.act is None

@@ -20,6 +20,7 @@ _spec.loader.exec_module(profile_tool)
     ('sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1', 2),
     ('nvjet_tst_192x192_64x3_2x1_v_bz_coopA_NTT', 2),
     ('void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>', 3),
+    ('void mmo1d::(anonymous namespace)::layer_norm_last_fwd_kernel<c10::BFloat16, c10::BFloat16, float, 8, true>', 3),
     ('void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>', 4),
     ('void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>', 5),
 ])

@@ -31,14 +31,14 @@ GROUPS = ('oriented op (mmo1d)', 'other convolutions', 'matmul (Linear)', 'layer
 
 def kernel_group(name: str) -> str:
     n = name.lower()
+    if 'layer_norm' in n or 'layernorm' in n:  # ATen's and mmo1d's (layer_norm_last_*_kernel)
+        return GROUPS[3]
     if 'mmo1d' in n:
         return GROUPS[0]
     if 'conv' in n or 'cudnn' in n or 'depthwise' in n or 'implicit_gemm' in n or 'xmma_fprop' in n:
         return GROUPS[1]
     if 'gemm' in n or 'nvjet' in n or 'cutlass' in n or 'xmma' in n:
         return GROUPS[2]
-    if 'layer_norm' in n or 'layernorm' in n:
-        return GROUPS[3]
     if 'adam' in n or 'multi_tensor' in n or 'foreach' in n:
         return GROUPS[4]
     return GROUPS[5]

@@ -146,7 +146,7 @@ class OrientedConvNeXt(BaseModule):
         for i in range(1, self.num_stages):
             self.downsample_layers.append(
                 nn.Sequential(
-                    LayerNorm2d(self.channels[i - 1]),
+                    LayerNorm2d(self.channels[i - 1], autocast_output=True),
                     nn.Conv2d(self.channels[i - 1], self.channels[i], kernel_size=2, stride=2)))
 
         dpr = torch.linspace(0, drop_path_rate, sum(self.depths)).tolist()

@@ -16,6 +16,7 @@ design    ``dw`` (on C channels)         ``mid`` (on the 4C hidden tensor)
 
 Inside a block the tensor stays channels-last: (N, C, H, W) tensors are channels_last-strided
 views of NHWC memory, so the permutes around the LayerNorm and the Linear layers cost nothing.
+The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly.
 """
 from typing import Optional
 
@@ -25,6 +26,9 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from mmo1d.ops import OrientedDWConv1d
+
+from .norm import LayerNorm
+from .recompute import RecomputeSaved
 
 
 class DropPath(nn.Module):
@@ -42,13 +46,19 @@ class DropPath(nn.Module):
             raise ValueError(f'drop_prob must be in [0, 1), got {drop_prob}')
         self.drop_prob = drop_prob
 
-    def forward(self, x: Tensor) -> Tensor:
-        """(N, ...) -> (N, ...)."""
+    def sample_scale(self, x: Tensor) -> Optional[Tensor]:
+        """The per-sample factors (N, 1, ..., 1) that ``forward`` multiplies ``x`` by; None in eval
+        mode or with ``drop_prob`` 0 (the identity)."""
         if self.drop_prob == 0.0 or not self.training:
-            return x
+            return None
         keep = 1.0 - self.drop_prob
         mask = x.new_empty((x.shape[0], ) + (1, ) * (x.dim() - 1)).bernoulli_(keep)
-        return x * mask.div_(keep)
+        return mask.div_(keep)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(N, ...) -> (N, ...)."""
+        scale = self.sample_scale(x)
+        return x if scale is None else x * scale
 
     def extra_repr(self) -> str:
         return f'drop_prob={self.drop_prob}'
@@ -98,7 +108,7 @@ class OrientedConvNeXtBlock(BaseModule):
         else:
             self.depthwise_conv = nn.Conv2d(
                 channels, channels, kernel_size, padding=kernel_size // 2, groups=channels)
-        self.norm = nn.LayerNorm(channels, eps=1e-6)
+        self.norm = LayerNorm(channels, eps=1e-6, autocast_output=True)
         hidden = int(mlp_ratio * channels)
         self.pointwise_conv1 = nn.Linear(channels, hidden)
         self.act = nn.GELU()
@@ -112,13 +122,43 @@ class OrientedConvNeXtBlock(BaseModule):
     def _inner_forward(self, x: Tensor) -> Tensor:
         shortcut = x
         x = self.depthwise_conv(x).permute(0, 2, 3, 1)  # (N, H, W, C)
-        x = self.act(self.pointwise_conv1(self.norm(x)))  # (N, H, W, 4C)
+        pre = self.pointwise_conv1(self.norm(x))  # (N, H, W, 4C)
+        x = self.act(pre)
         if self.mid_conv is not None:
-            x = self.mid_conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            x = self._mid(x, pre)
         x = self.pointwise_conv2(x)  # (N, H, W, C)
-        if self.gamma is not None:
-            x = x * self.gamma
-        return shortcut + self.drop_path(x.permute(0, 3, 1, 2))
+        return self._residual(shortcut, x.permute(0, 3, 1, 2))
+
+    def _mid(self, h: Tensor, pre: Tensor) -> Tensor:
+        """The "++" convolution on the GELU output ``h = act(pre)``.
+
+        When training (without activation checkpointing, which recomputes everything anyway),
+        ``h`` is not kept for the convolution's weight gradient: backward recomputes it from
+        ``pre``, which GELU keeps for its own gradient. That saves one 4C activation per block.
+        """
+        recompute = (torch.is_grad_enabled() and h.requires_grad and not self.with_cp
+                     and not torch.compiler.is_compiling())
+        if not recompute:
+            return self.mid_conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        hooks = RecomputeSaved(h, lambda: self.act(pre))
+        with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
+            return self.mid_conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+    def _residual(self, shortcut: Tensor, branch: Tensor) -> Tensor:
+        """``shortcut + DropPath(gamma * branch)`` in one ``addcmul``.
+
+        Outside autocast's type promotion, so a low-precision ``branch`` is read as it is: the
+        float32 product of the two-step form is never written.
+        """
+        scale = None if self.gamma is None else self.gamma.view(-1, 1, 1)
+        if isinstance(self.drop_path, DropPath):
+            keep = self.drop_path.sample_scale(branch)
+            if keep is not None:
+                scale = keep if scale is None else scale * keep
+        if scale is None:
+            return shortcut + branch
+        with torch.autocast(branch.device.type, enabled=False):
+            return torch.addcmul(shortcut, branch, scale)
 
     def forward(self, x: Tensor) -> Tensor:
         """(N, C, H, W) -> (N, C, H, W); channels_last-strided input avoids all copies."""

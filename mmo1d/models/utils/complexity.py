@@ -2,19 +2,22 @@
 
 Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023, report FLOPs
 the fvcore way (one multiply-add = one FLOP, element-wise operations not counted). mmengine's
-fvcore-style :class:`~mmengine.analysis.FlopAnalyzer` does not know the custom
-``mmo1d::oriented_dwconv1d`` op; :func:`oriented_dwconv1d_flop_jit` counts it like a depthwise
-convolution: K multiply-adds per output element (bias and the residual add not counted).
+fvcore-style :class:`~mmengine.analysis.FlopAnalyzer` does not know the custom ops:
+:func:`oriented_dwconv1d_flop_jit` counts ``mmo1d::oriented_dwconv1d`` like a depthwise
+convolution, K multiply-adds per output element (bias and the residual add not counted), and
+``mmo1d::layer_norm_last`` is counted as fvcore counts ``aten::layer_norm`` (5 per element with
+an affine transform; a fused GELU, element-wise, not counted).
 """
 from collections import Counter
 from typing import Any, List, Sequence, Tuple
 
 import torch
 from mmengine.analysis import FlopAnalyzer
-from mmengine.analysis.jit_handles import get_shape
+from mmengine.analysis.jit_handles import get_shape, norm_flop_counter
 from torch import nn
 
 OP_NAME = 'mmo1d::oriented_dwconv1d'
+LAYER_NORM_OP_NAME = 'mmo1d::layer_norm_last'
 
 
 def oriented_dwconv1d_flop_jit(inputs: List[Any], outputs: List[Any]) -> 'Counter[str]':
@@ -48,6 +51,8 @@ def flop_analyzer(model: nn.Module, inputs: Tuple[torch.Tensor, ...]) -> FlopAna
     # Element-wise operations (GELU, adds, layer scale) stay uncounted, as in the paper's
     # fvcore convention, hence no warnings about them.
     analyzer = FlopAnalyzer(model, inputs).set_op_handle(OP_NAME, oriented_dwconv1d_flop_jit)
+    # As aten::layer_norm, whose affine weight is argument 2; the fused op's is argument 1.
+    analyzer = analyzer.set_op_handle(LAYER_NORM_OP_NAME, norm_flop_counter(1))
     return analyzer.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
 
 

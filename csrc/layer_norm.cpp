@@ -1,0 +1,179 @@
+// Schema, argument checks, composite (CPU) implementation of the channels-last layer norm.
+// The CUDA kernels live in cuda/layer_norm_cuda.cu.
+#include "layer_norm.h"
+
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "oriented_dwconv1d.h"
+
+namespace mmo1d {
+
+namespace {
+
+bool is_reduced(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+}  // namespace
+
+bool layer_norm_dtypes_supported(at::ScalarType in, at::ScalarType out) {
+  if (in == out) {
+    return in == at::kFloat || in == at::kDouble || is_reduced(in);
+  }
+  return (is_reduced(in) && out == at::kFloat) || (in == at::kFloat && is_reduced(out));
+}
+
+int64_t check_layer_norm_args(const char* name, const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& bias, double eps, at::ScalarType out_dtype) {
+  TORCH_CHECK(input.dim() >= 1, name, ": input must have at least one dimension (..., C)");
+  TORCH_CHECK(layer_norm_dtypes_supported(input.scalar_type(), out_dtype), name, ": unsupported dtypes, input ",
+              input.scalar_type(), " and output ", out_dtype,
+              " (supported: the same floating dtype, float16/bfloat16 -> float32, "
+              "float32 -> float16/bfloat16)");
+  const int64_t C = input.size(-1);
+  TORCH_CHECK(C > 0, name, ": the normalised (last) dimension is empty");
+  TORCH_CHECK(weight.dim() == 1 && weight.numel() == C && bias.dim() == 1 && bias.numel() == C, name,
+              ": weight and bias must have shape (C,) = (" + std::to_string(C) + ",), got " +
+                  shape_str(weight.sizes()) + " and " + shape_str(bias.sizes()));
+  TORCH_CHECK(weight.is_floating_point() && bias.is_floating_point(), name,
+              ": weight and bias must be floating point");
+  TORCH_CHECK(weight.device() == input.device() && bias.device() == input.device(), name,
+              ": input, weight and bias must be on one device");
+  TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, name, ": eps must be finite and non-negative");
+  return C;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_composite(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, double eps, bool gelu,
+    at::ScalarType out_dtype) {
+  const int64_t C = input.size(-1);
+  const auto acc = layer_norm_acc_type(input.scalar_type());
+  const auto x = input.to(acc).reshape({-1, C});
+  const auto mean = x.mean(1);
+  const auto xc = x - mean.unsqueeze(1);
+  const auto rstd = ((xc * xc).mean(1) + eps).rsqrt();
+  auto y = at::addcmul(bias.to(acc), xc * rstd.unsqueeze(1), weight.to(acc));
+  if (gelu) {
+    y = at::gelu(y);
+  }
+  return {y.to(out_dtype).reshape(input.sizes()), mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_backward_composite(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& rstd, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
+    std::array<bool, 3> output_mask) {
+  const int64_t C = input.size(-1);
+  const auto acc = layer_norm_acc_type(input.scalar_type());
+  const auto w = weight.to(acc);
+  const auto r = rstd.unsqueeze(1);
+  const auto xhat = (input.to(acc).reshape({-1, C}) - mean.unsqueeze(1)) * r;
+  auto d = grad_output.to(acc).reshape({-1, C});
+  if (gelu) {
+    d = at::gelu_backward(d, at::addcmul(bias.to(acc), xhat, w));
+  }
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    const auto g = d * w;
+    grad_input = (r * (g - g.mean(1, true) - xhat * (g * xhat).mean(1, true)))
+                     .to(input.scalar_type())
+                     .reshape(input.sizes());
+  }
+  if (output_mask[1]) {
+    grad_weight = (d * xhat).sum(0).to(weight.scalar_type());
+  }
+  if (output_mask[2]) {
+    grad_bias = d.sum(0).to(bias.scalar_type());
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cpu(const at::Tensor& input, const at::Tensor& weight,
+                                                           const at::Tensor& bias, double eps, bool gelu,
+                                                           at::ScalarType out_dtype) {
+  check_layer_norm_args("layer_norm_last", input, weight, bias, eps, out_dtype);
+  return layer_norm_last_composite(input, weight, bias, eps, gelu, out_dtype);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& rstd, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
+    std::array<bool, 3> output_mask) {
+  TORCH_CHECK(grad_output.sizes() == input.sizes(),
+              "layer_norm_last_backward: grad_output must have the input's shape");
+  return layer_norm_last_backward_composite(grad_output, input, mean, rstd, weight, bias, gelu,
+                                            output_mask);
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Autograd in C++ (see OrientedDWConv1dFunction): gradients for input, weight and bias.
+class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
+                               const at::Tensor& bias, double eps, bool gelu, at::ScalarType out_dtype) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mmo1d::layer_norm_last", "")
+                         .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                             const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
+                             at::ScalarType)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [y, mean, rstd] = op.call(input, weight, bias, eps, gelu, out_dtype);
+    ctx->save_for_backward({input, mean, rstd, weight, bias});
+    ctx->saved_data["gelu"] = gelu;
+    ctx->mark_non_differentiable({mean, rstd});
+    return {y, mean, rstd};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mmo1d::layer_norm_last_backward", "")
+                         .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                             const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                             const at::Tensor&, const at::Tensor&, bool, std::array<bool, 3>)>();
+    const auto saved = ctx->get_saved_variables();
+    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                      ctx->needs_input_grad(2)};
+    if (!mask[0] && !mask[1] && !mask[2]) {
+      return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+    auto [grad_input, grad_weight, grad_bias] =
+        op.call(grad_outputs[0].contiguous(), saved[0], saved[1], saved[2], saved[3], saved[4],
+                ctx->saved_data["gelu"].toBool(), mask);
+    return {grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_autograd(const at::Tensor& input,
+                                                                const at::Tensor& weight,
+                                                                const at::Tensor& bias, double eps,
+                                                                bool gelu, at::ScalarType out_dtype) {
+  auto out = LayerNormLastFunction::apply(input, weight, bias, eps, gelu, out_dtype);
+  return {out[0], out[1], out[2]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
+  m.def(
+      "layer_norm_last(Tensor input, Tensor weight, Tensor bias, float eps, bool gelu, "
+      "ScalarType out_dtype) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "layer_norm_last_backward(Tensor grad_output, Tensor input, Tensor mean, Tensor rstd, "
+      "Tensor weight, Tensor bias, bool gelu, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
+  m.impl("layer_norm_last", forward_autograd);
+}
+
+TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {
+  m.impl("layer_norm_last", &forward_cpu);
+  m.impl("layer_norm_last_backward", &backward_cpu);
+}
+
+}  // namespace mmo1d
