@@ -1,0 +1,146 @@
+"""Benchmark mmo1d's fused channels-last layer norm against the ATen path it replaces in the models.
+
+For each layer norm of the ConvNeXt-T / T-1D models (batch 64 at 224x224: the 1D stem's two norms,
+fused with GELU, the block norms of the four stages, a downsampling norm that reads the float32
+residual stream) times, with CUDA events in interleaved rounds (``benchmark_op.measure_cases``):
+
+* ``mmo1d``: ``layer_norm_last`` writing the dtype its consumer computes in;
+* ``aten``: what the models ran before, ``F.layer_norm`` (+ ``F.gelu``) under bf16 autocast, which
+  returns float32, then the cast to bf16 that the following Linear or convolution makes;
+
+forward and forward+backward (input, weight and bias gradients), in bf16 autocast and in float32.
+Writes ``<out-dir>/layer_norm_<gpu>.json`` and ``.md``.
+
+Example::
+
+    python tools/benchmark_layer_norm.py --out-dir benchmarks/results
+"""
+import argparse
+import json
+import os.path as osp
+import sys
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from benchmark_op import copy_bandwidth_gbps, env_info, measure_cases  # noqa: E402
+
+from mmo1d.ops import layer_norm_last  # noqa: E402
+
+# (site, (N, H, W, C), input dtype, GELU fused, mode): the norms of ConvNeXt-T / T-1D at 224x224.
+SITES = [
+    ('1D stem norm1 (+GELU)', (64, 112, 112, 64), 'bfloat16', True, 'bf16'),
+    ('1D stem norm2 (+GELU)', (64, 56, 56, 64), 'bfloat16', True, 'bf16'),
+    ('block norm, stage 1', (64, 56, 56, 96), 'bfloat16', False, 'bf16'),
+    ('block norm, stage 2', (64, 28, 28, 192), 'bfloat16', False, 'bf16'),
+    ('block norm, stage 3', (64, 14, 14, 384), 'bfloat16', False, 'bf16'),
+    ('block norm, stage 4', (64, 7, 7, 768), 'bfloat16', False, 'bf16'),
+    ('downsampling norm 1 -> 2', (64, 56, 56, 96), 'float32', False, 'bf16'),
+    ('block norm, stage 1', (64, 56, 56, 96), 'float32', False, 'fp32'),
+    ('1D stem norm1 (+GELU)', (64, 112, 112, 64), 'float32', True, 'fp32'),
+]
+DTYPES = {'bfloat16': torch.bfloat16, 'float32': torch.float32}
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--repeats', type=int, default=51, help='timed calls per case (over all rounds)')
+    parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds per group of cases')
+    parser.add_argument('--warmup', type=int, default=10)
+    parser.add_argument('--out-dir', default='benchmarks/results')
+    return parser.parse_args(argv)
+
+
+def make_cases(shape: Tuple[int, ...], dtype: torch.dtype, gelu: bool, mode: str,
+               backward: bool) -> List[Tuple[Dict, Callable[[int], None]]]:
+    c = shape[-1]
+    x = torch.randn(shape, device='cuda', dtype=dtype, requires_grad=backward)
+    w = torch.randn(c, device='cuda').mul_(0.1).add_(1).requires_grad_(backward)
+    b = torch.randn(c, device='cuda').mul_(0.1).requires_grad_(backward)
+    autocast = mode == 'bf16'
+    out_dtype = torch.bfloat16 if autocast else dtype
+    grad = torch.randn(shape, device='cuda', dtype=out_dtype)
+
+    def ours():
+        return layer_norm_last(x, w, b, 1e-6, gelu, out_dtype)
+
+    def aten():
+        with torch.autocast('cuda', dtype=torch.bfloat16, enabled=autocast):
+            y = F.layer_norm(x, (c, ), w, b, 1e-6)
+            y = F.gelu(y) if gelu else y
+        return y.to(out_dtype)
+
+    def step(fn):
+        if not backward:
+            def call(i):
+                with torch.no_grad():
+                    fn()
+        else:
+            def call(i):
+                torch.autograd.grad(fn(), (x, w, b), grad)
+        return call
+
+    return [({'impl': 'mmo1d'}, step(ours)), ({'impl': 'aten'}, step(aten))]
+
+
+def run(args: argparse.Namespace) -> Dict:
+    if not torch.cuda.is_available():
+        raise SystemExit('benchmark_layer_norm: no CUDA device: this benchmark needs a CUDA GPU')
+    records = []
+    for site, shape, dtype_name, gelu, mode in SITES:
+        for backward in (False, True):
+            cases = make_cases(shape, DTYPES[dtype_name], gelu, mode, backward)
+            for rec, _ in cases:
+                rec.update(site=site, shape=list(shape), dtype=dtype_name, gelu=gelu, mode=mode,
+                           **{'pass': 'fwdbwd' if backward else 'fwd'})
+            records += measure_cases(cases, args.repeats, args.rounds, args.warmup)
+            torch.cuda.empty_cache()
+    env = env_info(argparse.Namespace(**vars(args), batch=64, channels=None), copy_bandwidth_gbps(20))
+    del env['channels']
+    return {'env': env, 'records': records}
+
+
+def summarize(result: Dict) -> str:
+    env = result['env']
+    lines = [
+        f"# Fused layer norm on {env['gpu']}", '',
+        f"torch {env['torch']}, CUDA {env['cuda']}, driver {env['driver']}, {env['date']}; CUDA events, "
+        f"median of {env['repeats']} calls in {env['rounds']} interleaved rounds. Copy bandwidth "
+        f"{env['copy_bandwidth_GBps']:.0f} GB/s.", '', f"Command: `{env['command']}`", '',
+        '*mmo1d*: `layer_norm_last`, output in the dtype its consumer computes in (bf16 mode: bf16). '
+        '*aten*: `F.layer_norm` (+ `F.gelu`) as the models ran it before (bf16 mode: under autocast, '
+        'float32 out, then the consumer\'s cast to bf16). Forward+backward: gradients of input, '
+        'weight and bias. GB/s: bytes of input and output over the forward time.', '',
+        '| site | (N, H, W, C) | input | mode | pass | mmo1d ms | aten ms | ratio | mmo1d GB/s |',
+        '|---|---|---|---|---|---|---|---|---|',
+    ]
+    recs = result['records']
+    for ours, aten in zip(recs[0::2], recs[1::2]):
+        n = 1
+        for s in ours['shape']:
+            n *= s
+        size_in = 2 if ours['dtype'] == 'bfloat16' else 4
+        size_out = 2 if ours['mode'] == 'bf16' else 4
+        gbps = n * (size_in + size_out) / (ours['ms'] * 1e-3) / 1e9 if ours['pass'] == 'fwd' else None
+        lines.append(f"| {ours['site']} | {tuple(ours['shape'])} | {ours['dtype']} | {ours['mode']} | "
+                     f"{ours['pass']} | {ours['ms']:.3f} | {aten['ms']:.3f} | {ours['ms'] / aten['ms']:.2f}x | "
+                     f"{'' if gbps is None else f'{gbps:.0f}'} |")
+    return '\n'.join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    result = run(args)
+    name = 'layer_norm_' + result['env']['gpu'].replace(' ', '_').replace('/', '_')
+    with open(osp.join(args.out_dir, f'{name}.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    md = summarize(result)
+    with open(osp.join(args.out_dir, f'{name}.md'), 'w') as f:
+        f.write(md + '\n')
+    print(md)
+
+
+if __name__ == '__main__':
+    main()
