@@ -89,13 +89,14 @@ __device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ t
 }
 
 // Per quarter of a channel block (V channels from cq): whether all its channels share the first
-// one's offsets, from the tables' same-as-previous flags. Evaluated by threads 0-3.
-template <int V>
-__device__ __forceinline__ bool quarter_uniform(const int* __restrict__ same, int cq, int C) {
+// one's offsets, from per-channel same-as-previous flags (same(c) != 0: channel c has the offsets of
+// channel c - 1; TablesT::same or SegInfo::same). Evaluated by threads 0-3.
+template <int V, typename Same>
+__device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
   if (cq + V > C) return false;
   bool u = true;
 #pragma unroll
-  for (int k = 1; k < V; ++k) u = u && same[cq + k] != 0;
+  for (int k = 1; k < V; ++k) u = u && same(cq + k) != 0;
   return u;
 }
 
@@ -1319,7 +1320,9 @@ __device__ __forceinline__ void block_channel_summary(const int* __restrict__ np
     *s_ph = ph;
     *s_pw = pw;
   }
-  if (threadIdx.x < 4) s_uniform[threadIdx.x] = quarter_uniform<V>(same, c0 + threadIdx.x * V, C);
+  if (threadIdx.x < 4) {
+    s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return same[c]; }, c0 + threadIdx.x * V, C);
+  }
 }
 
 // One block: image n, an output tile, CB channels. Lane = 4 * pixel slot + channel quarter;
@@ -1775,10 +1778,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       s_sw = sub.y;
     }
     if (threadIdx.x < 4) {
-      bool same = true;
-#pragma unroll
-      for (int k = 1; k < V; ++k) same = same && info[c0 + threadIdx.x * V + k].same != 0;
-      s_uniform[threadIdx.x] = same;
+      s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return info[c].same; }, c0 + threadIdx.x * V, g.C);
     }
   }
   __syncthreads();
@@ -1863,10 +1863,9 @@ __global__ void __launch_bounds__(kFastThreads, 3)
         pw = max(pw, hl.y);
       }
       if (threadIdx.x < 4) {
-        bool same = true;
-#pragma unroll
-        for (int k = 1; k < V; ++k) same = same && info[int64_t(cls) * g.C + c0 + threadIdx.x * V + k].same != 0;
-        s_uniform[cls][threadIdx.x] = same;
+        const SegInfo* cinfo = info + int64_t(cls) * g.C;
+        s_uniform[cls][threadIdx.x] =
+            quarter_uniform<V>([&](int c) { return cinfo[c].same; }, c0 + threadIdx.x * V, g.C);
       }
     }
     ph = warp_max(ph);
@@ -2164,6 +2163,15 @@ int64_t max_over_halos(int K, F tile_elems) {
 // Output tile of a fast path: the whole plane up to `start` x `start`, halved (longer side first)
 // until the worst-case tile of any angle (the halos of a line of halo_k taps; default K) fits in
 // `soft` bytes (or only in the device limit), then evened out over the plane.
+// Tiles of at most TH x TW outputs: the same number of tiles, split evenly (no tile smaller, none
+// mostly empty at the plane's edge).
+void set_even_tiles(FastGeometry& g, int TH, int TW) {
+  g.TH = ceil_div(g.H, ceil_div(g.H, TH));
+  g.TW = ceil_div(g.W, ceil_div(g.W, TW));
+  g.tiles_w = ceil_div(g.W, g.TW);
+  g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+}
+
 template <typename F>
 bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F tile_bytes, int halo_k = 0) {
   if (halo_k == 0) halo_k = g.K;
@@ -2180,14 +2188,8 @@ bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, F
   while ((bytes(TH, TW) > soft && (TH > 8 || TW > 8)) || (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
     if (TH >= TW) TH = (TH + 1) / 2; else TW = (TW + 1) / 2;
   }
-  // The same number of tiles, split evenly (no tile smaller, none mostly empty at the plane's edge).
-  TH = ceil_div(g.H, ceil_div(g.H, TH));
-  TW = ceil_div(g.W, ceil_div(g.W, TW));
-  g.TH = TH;
-  g.TW = TW;
-  g.tiles_w = ceil_div(g.W, TW);
-  g.tiles = ceil_div(g.H, TH) * g.tiles_w;
-  return bytes(TH, TW) <= hard;
+  set_even_tiles(g, TH, TW);
+  return bytes(g.TH, g.TW) <= hard;
 }
 
 int64_t seg_tile_bytes(int th, int tw, int ph, int pw) {
@@ -2384,10 +2386,7 @@ bool launch_win_gather_s2(const at::Tensor& x, at::Tensor& out, const scalar_t* 
     if (TH >= TW) TH = std::max(R, TH / 2); else TW = std::max(R, TW / 2);
   }
   if (fixed + bytes(TH, TW) > hard) return false;
-  g.TH = ceil_div(g.H, ceil_div(g.H, TH));
-  g.TW = ceil_div(g.W, ceil_div(g.W, TW));
-  g.tiles_w = ceil_div(g.W, g.TW);
-  g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+  set_even_tiles(g, TH, TW);
   const int64_t smem = fixed + bytes(g.TH, g.TW);
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   set_smem(kernel, smem);
