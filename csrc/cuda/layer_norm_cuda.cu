@@ -93,59 +93,56 @@ __global__ void __launch_bounds__(kLnThreads) layer_norm_last_fwd_kernel(
   const int nv = C / V;
   const int nch = (nv + G - 1) / G;
   const in_t* xr = x + (valid ? row : 0) * C;
+  auto load = [&](int j, acc_t* v) {
+    const auto p = load_pack<in_t, V>(xr + j * V);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      v[e] = static_cast<acc_t>(p.v[e]);
+    }
+  };
   acc_t cache[kCache][V];
-  acc_t sum = 0;
 #pragma unroll
   for (int k = 0; k < kCache; ++k) {
     const int j = lane + k * G;
     if (valid && j < nv) {
-      const auto p = load_pack<in_t, V>(xr + j * V);
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        cache[k][e] = static_cast<acc_t>(p.v[e]);
-        sum += cache[k][e];
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        cache[k][e] = 0;
-      }
+      load(j, cache[k]);
     }
   }
-  for (int k = kCache; k < nch; ++k) {
-    const int j = lane + k * G;
-    if (valid && j < nv) {
-      const auto p = load_pack<in_t, V>(xr + j * V);
+  // f(j, v) for each of the lane's vectors j of the row: the first kCache from registers, the rest
+  // loaded again (L1).
+  auto for_each_vector = [&](auto&& f) {
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        sum += static_cast<acc_t>(p.v[e]);
+    for (int k = 0; k < kCache; ++k) {
+      const int j = lane + k * G;
+      if (valid && j < nv) {
+        f(j, cache[k]);
       }
     }
-  }
+    for (int k = kCache; k < nch; ++k) {
+      const int j = lane + k * G;
+      if (valid && j < nv) {
+        acc_t v[V];
+        load(j, v);
+        f(j, v);
+      }
+    }
+  };
+  acc_t sum = 0;
+  for_each_vector([&](int, const acc_t* v) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      sum += v[e];
+    }
+  });
   const acc_t mean = group_sum(sum, G) / C;
   acc_t sq = 0;
+  for_each_vector([&](int, const acc_t* v) {
 #pragma unroll
-  for (int k = 0; k < kCache; ++k) {
-    const int j = lane + k * G;
-    if (valid && j < nv) {
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const acc_t d = cache[k][e] - mean;
-        sq += d * d;
-      }
+    for (int e = 0; e < V; ++e) {
+      const acc_t d = v[e] - mean;
+      sq += d * d;
     }
-  }
-  for (int k = kCache; k < nch; ++k) {
-    const int j = lane + k * G;
-    if (valid && j < nv) {
-      const auto p = load_pack<in_t, V>(xr + j * V);
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const acc_t d = static_cast<acc_t>(p.v[e]) - mean;
-        sq += d * d;
-      }
-    }
-  }
+  });
   const acc_t rstd = inv_sqrt(group_sum(sq, G) / C + eps);
   if (!valid) {
     return;
@@ -155,7 +152,7 @@ __global__ void __launch_bounds__(kLnThreads) layer_norm_last_fwd_kernel(
     rstd_out[row] = rstd;
   }
   out_t* yr = y + row * C;
-  auto emit = [&](int j, const acc_t* v) {
+  for_each_vector([&](int j, const acc_t* v) {
     Pack<out_t, V> o;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
@@ -167,26 +164,7 @@ __global__ void __launch_bounds__(kLnThreads) layer_norm_last_fwd_kernel(
       o.v[e] = to_out<out_t>(t);
     }
     store_pack<out_t, V>(yr + j * V, o);
-  };
-#pragma unroll
-  for (int k = 0; k < kCache; ++k) {
-    const int j = lane + k * G;
-    if (j < nv) {
-      emit(j, cache[k]);
-    }
-  }
-  for (int k = kCache; k < nch; ++k) {
-    const int j = lane + k * G;
-    if (j < nv) {
-      const auto p = load_pack<in_t, V>(xr + j * V);
-      acc_t v[V];
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        v[e] = static_cast<acc_t>(p.v[e]);
-      }
-      emit(j, v);
-    }
-  }
+  });
 }
 
 // Rows are visited grid-stride by groups of G lanes; a lane's columns fit in its NCH register

@@ -1724,6 +1724,35 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   }
 }
 
+// Where a window-gather block works: CB channels from c0 of image n, the tile of th x tw positions
+// from (p0, q0) of g's plane (blockIdx.x runs over tiles, then channel blocks, then images), and
+// its threads' roles: lane, quarter (V channels of the block's CB), pixel slot and slot count (4
+// threads per slot).
+struct WinBlock {
+  int c0;
+  int64_t n;
+  int p0, q0, th, tw;
+  int lane, quarter, slot, slots;
+};
+
+template <int CB>
+__device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
+  WinBlock b;
+  const int groups = g.C / CB;
+  const int tile = blockIdx.x % g.tiles;
+  b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  b.n = blockIdx.x / (int64_t(g.tiles) * groups);
+  b.p0 = (tile / g.tiles_w) * g.TH;
+  b.q0 = (tile % g.tiles_w) * g.TW;
+  b.th = min(g.TH, g.H - b.p0);
+  b.tw = min(g.TW, g.W - b.q0);
+  b.lane = threadIdx.x & 31;
+  b.quarter = b.lane & 3;
+  b.slot = (threadIdx.x >> 5) * 8 + (b.lane >> 2);
+  b.slots = blockDim.x >> 2;
+  return b;
+}
+
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
@@ -1737,21 +1766,16 @@ __global__ void __launch_bounds__(kFastThreads, 3)
                            const int2* __restrict__ halo, const FastGeometry g, int OH, int OW, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int groups = g.C / CB;
-  const int tile = blockIdx.x % g.tiles;
-  const int c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
-  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const WinBlock blk = win_block<CB>(g);
+  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
+  const int64_t n = blk.n;
+  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
   halo += int64_t(cls) * g.C;
   segs += int64_t(cls) * g.C * g.K;
   segw += int64_t(cls) * g.C * g.K;
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
-  const int lane = threadIdx.x & 31, quarter = lane & 3;
-  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);
-  const int slots = blockDim.x >> 2;
 
   __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw;
   if (threadIdx.x < 32) {
@@ -1840,15 +1864,10 @@ __global__ void __launch_bounds__(kFastThreads, 3)
                               const int2* __restrict__ halo, const FastGeometry g, int Hx, int Wx) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int groups = g.C / CB;
-  const int tile = blockIdx.x % g.tiles;
-  const int c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
-  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);  // g: the output plane
-  const int lane = threadIdx.x & 31, quarter = lane & 3;
-  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);
-  const int slots = blockDim.x >> 2;
+  const WinBlock blk = win_block<CB>(g);  // g: the output plane
+  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
+  const int64_t n = blk.n;
+  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
 
   __shared__ int s_mode[4][CB], s_nseg[4][CB], s_uniform[4][4], s_ph, s_pw;
   if (threadIdx.x < 32) {
