@@ -164,6 +164,21 @@ def test_readme_rows_repeat_the_metafile(folder: str) -> None:
 
 
 @pytest.mark.parametrize('folder', FOLDERS)
+def test_readme_links_and_paths_exist(folder: str) -> None:
+    """Relative links and the repository paths the README names (commands, tests, results)."""
+    readme = REPO / 'configs' / folder / 'README.md'
+    text = readme.read_text(encoding='utf-8')
+    links = re.findall(r'\]\(([^)]+)\)', text) + re.findall(r'href="([^"]+)"', text)
+    links = [link.split('#')[0] for link in links if '://' not in link]
+    paths = re.findall(r'(?<![\w./-])((?:tools|tests|configs|docs|benchmarks|mmo1d|\.dev_scripts)/[\w./-]*\w)',
+                       text)
+    assert links and paths
+    missing = [link for link in links if not (readme.parent / link).exists()]
+    missing += [path for path in paths if not (REPO / path).exists()]
+    assert not missing, f'{readme.relative_to(REPO)} names paths that do not exist: {missing}'
+
+
+@pytest.mark.parametrize('folder', FOLDERS)
 def test_collection_metadata_matches_the_configs(folder: str) -> None:
     """Batch size and epochs of the collection against a config (the config tests check the rest)."""
     from mmengine.config import Config
