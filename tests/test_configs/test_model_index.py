@@ -207,10 +207,16 @@ def test_mmpretrain_model_hub_reads_the_index(monkeypatch: pytest.MonkeyPatch, t
     classifiers = sorted(m['Name'] for m in _metafile('mmpretrain')['Models'])
     assert list_models('*oriented*', task='Image Classification') == classifiers
     name = 'oriented-convnext-tiny-1d_32xb128_in1k'
-    model = get_model(name)
+
+    def small() -> dict:  # get_model's overrides of the config's model, narrower for speed
+        return dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], channels=[16] * 4)),
+                    head=dict(in_channels=16))
+
+    model = get_model(name, **small())
     assert type(model.backbone).__name__ == 'OrientedConvNeXt' and model.backbone.variant == '1d'
+    assert model.backbone.kernel_sizes == [31] * 4  # the config's ImageNet kernels
     with torch.no_grad():
         model.head.fc.bias.copy_(torch.arange(1000.))
     torch.save({'state_dict': model.state_dict()}, tmp_path / 'ckpt.pth')
-    loaded = get_model(name, pretrained=str(tmp_path / 'ckpt.pth'))
+    loaded = get_model(name, pretrained=str(tmp_path / 'ckpt.pth'), **small())
     assert torch.equal(loaded.head.fc.bias, torch.arange(1000.))
