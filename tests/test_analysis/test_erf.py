@@ -164,3 +164,22 @@ def test_tool_rejects_mismatched_arguments(tmp_path):
         erf_lib.LayerOutput(nn.Conv2d(1, 1, 1), 'backbone.stages.3')
     with pytest.raises(ValueError, match='no backbone.stages'):
         erf_lib.last_stage_name(nn.Conv2d(1, 1, 1))
+
+
+def test_visualize_tool_redraws_saved_maps(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location('visualize_erf', TOOL.parent / 'visualize_erf.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    square = np.zeros((21, 21))
+    square[8:13, 8:13] = 9.0  # log10(9 + 1) = 1: the normalised map is the 5x5 block of ones
+    np.save(tmp_path / 'a.npy', square)
+    np.save(tmp_path / 'b.npy', np.pad(np.full((3, 3), 99.0), 9))
+    ratios = tool.main([str(tmp_path / 'a.npy'), str(tmp_path / 'b.npy'), '--titles', 'A', 'B',
+                        '--out', str(tmp_path / 'ab.png')])
+    assert ratios[0]['0.5'] == dict(side=5, area_ratio=25 / 441)
+    assert ratios[1]['0.99'] == dict(side=3, area_ratio=9 / 441)
+    assert 'A: 20% -> 0.0204' in capsys.readouterr().out
+    assert_png(tmp_path / 'ab.png', (2 * 3.2 + 0.8, 3.2 + 1.0))
+    np.save(tmp_path / 'bad.npy', np.zeros(3))
+    with pytest.raises(ValueError, match='2-D ERF map'):
+        tool.main([str(tmp_path / 'bad.npy'), '--out', str(tmp_path / 'bad.png')])
