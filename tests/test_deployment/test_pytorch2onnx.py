@@ -1,0 +1,75 @@
+"""tools/deployment/pytorch2onnx.py: classifier, segmentor and backbone exports checked by ONNX Runtime."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from mmo1d.deployment import max_abs_difference, non_standard_ops, run_onnxruntime
+
+pytest.importorskip('onnxruntime')
+pytest.importorskip('onnxscript')
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / 'tools' / 'deployment' / 'pytorch2onnx.py'
+_spec = importlib.util.spec_from_file_location('pytorch2onnx', TOOL)
+pytorch2onnx = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pytorch2onnx)
+
+SEG_CONFIG = ROOT / 'configs' / 'demo' / 'oriented-convnext-demo-1d_upernet_1xb8-500iter_ade20k-demo-128x128.py'
+DET_CONFIG = ROOT / 'configs' / 'demo' / \
+    'cascade-mask-rcnn_oriented-convnext-demo-1d_fpn_4conv1fc-giou_ms-crop-200iter_coco-demo.py'
+CLS_CONFIG = ROOT / 'configs' / 'mmpretrain' / 'oriented-convnext-tiny-1dpp_32xb128_in1k.py'
+
+
+def test_classifier_from_checkpoint(tmp_path):
+    from mmpretrain.apis import init_model
+    config = tmp_path / 'tiny_cls.py'
+    config.write_text(f"_base_ = ['{CLS_CONFIG}']\n"
+                      "model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], channels=[8, 8, 16, 16]),\n"
+                      "                           stem_channels=8), head=dict(in_channels=16, num_classes=5))\n")
+    torch.manual_seed(0)
+    model = init_model(Config.fromfile(str(config)), device='cpu').eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    checkpoint = tmp_path / 'cls.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, checkpoint)
+    out = tmp_path / 'cls.onnx'
+    diff = pytorch2onnx.main([str(config), str(checkpoint), '--out', str(out), '--shape', '48', '40', '--legacy'])
+    assert diff < 1e-4
+    x = torch.randn(2, 3, 48, 40)
+    with pytest.raises(ValueError, match='inputs'):
+        run_onnxruntime(str(out), [x, x])
+    # Batch 1 was exported: compare one image with the independently built model.
+    with torch.no_grad():
+        expected = model(x[:1], mode='tensor')
+    assert expected.shape == (1, 5)
+    assert max_abs_difference([expected], run_onnxruntime(str(out), [x[:1]])) < 1e-4
+
+
+def test_segmentor_whole_model(tmp_path, capsys):
+    out = tmp_path / 'seg.onnx'
+    diff = pytorch2onnx.main([str(SEG_CONFIG), '--out', str(out), '--shape', '64', '64'])
+    assert diff < 1e-4
+    assert non_standard_ops(str(out)) == []
+    printed = capsys.readouterr().out
+    assert 'max abs difference between PyTorch and ONNX Runtime' in printed and 'SegmentorLogits' in printed
+    (logits, ) = run_onnxruntime(str(out), [torch.randn(1, 3, 64, 64)])
+    assert logits.shape == (1, Config.fromfile(str(SEG_CONFIG)).model.decode_head.num_classes, 64, 64)
+
+
+def test_detector_backbone_and_whole_detector_refused(tmp_path):
+    with pytest.raises(ValueError, match='mmdeploy'):
+        pytorch2onnx.main([str(DET_CONFIG), '--out', str(tmp_path / 'det.onnx')])
+    out = tmp_path / 'det_backbone.onnx'
+    diff = pytorch2onnx.main([str(DET_CONFIG), '--backbone', '--out', str(out), '--shape', '64', '96', '--legacy'])
+    assert diff < 1e-4
+    assert len(run_onnxruntime(str(out), [torch.randn(1, 3, 64, 96)])) == 4
+
+
+def test_opset_below_the_lowerings_is_refused(tmp_path):
+    with pytest.raises(ValueError, match='opset_version must be >= 17'):
+        pytorch2onnx.main([str(SEG_CONFIG), '--backbone', '--out', str(tmp_path / 'x.onnx'), '--shape', '32', '32',
+                           '--opset', '16'])
