@@ -27,8 +27,9 @@ def test_classifier_from_checkpoint(tmp_path):
     from mmpretrain.apis import init_model
     config = tmp_path / 'tiny_cls.py'
     config.write_text(f"_base_ = ['{CLS_CONFIG}']\n"
-                      "model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], channels=[8, 8, 16, 16]),\n"
-                      "                           stem_channels=8), head=dict(in_channels=16, num_classes=5))\n")
+                      "arch = dict(_delete_=True, depths=[1, 1, 1, 1], channels=[8, 8, 16, 16])\n"
+                      "model = dict(backbone=dict(arch=arch, stem_channels=8),\n"
+                      "             head=dict(in_channels=16, num_classes=5))\n")
     torch.manual_seed(0)
     model = init_model(Config.fromfile(str(config)), device='cpu').eval()
     with torch.no_grad():
