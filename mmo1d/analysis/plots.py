@@ -107,8 +107,8 @@ def plot_op_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
     for ax in axes[-1]:
         ax.set_xlabel('angle (degrees)', fontsize=9)
     handles = [Line2D([], [], color=colours[k], marker='o', ms=3, label=f'mmo1d 1x{k}') for k in kernels]
-    handles += [Line2D([], [], color=colours[k], ls='--', label=f'PyTorch 1x{k}') for k in kernels]
-    handles.append(Line2D([], [], color='black', ls=':', label='PyTorch 7x7'))
+    handles += [Line2D([], [], color=colours[k], ls='--', label=f'PyTorch 1x{k} (NCHW)') for k in kernels]
+    handles.append(Line2D([], [], color='black', ls=':', label='PyTorch 7x7 (same layout)'))
     fig.legend(handles=handles, loc='lower center', ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle(f"Oriented depthwise 1D convolution on {env.get('gpu', '?')}: N={env.get('batch', '?')}, "
                  f"C={env.get('channels', '?')}, median ms", fontsize=10)
