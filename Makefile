@@ -6,22 +6,22 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 .PHONY: setup demo test bench bench-models lint clean
 
 setup:
-	@bash tools/setup_env.sh
+	@bash .dev_scripts/setup_env.sh
 
 demo: setup
-	@bash tools/demo.sh
+	@bash tools/misc/demo.sh
 
 test: setup
 	$(PY) -m pytest tests -q
 
 bench: setup
-	$(PY) tools/benchmark_op.py --out-dir benchmarks/results
+	$(PY) tools/analysis_tools/benchmark_op.py --out-dir benchmarks/results
 
 bench-models: setup
-	$(PY) tools/benchmark_model.py --out-dir benchmarks/results
+	$(PY) tools/analysis_tools/benchmark_model.py --out-dir benchmarks/results
 
 lint: setup
-	$(VENV)/bin/ruff check mmo1d tools tests configs setup.py
+	$(VENV)/bin/ruff check mmo1d tools tests configs .dev_scripts setup.py
 
 clean:
 	rm -rf build *.egg-info mmo1d/_C*.so work_dirs

@@ -13,17 +13,14 @@ Examples::
 """
 import argparse
 import inspect
-import sys
 from copy import deepcopy
-from pathlib import Path
 from typing import Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.registry import HOOKS, METRICS
 from mmengine.runner import Runner
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tool_utils import (  # noqa: E402
+from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
     allow_mmengine_checkpoints,

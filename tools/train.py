@@ -11,14 +11,11 @@ Examples::
     bash tools/dist_train.sh CONFIG 8                                        # 8 GPUs
 """
 import argparse
-import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
 from mmengine.config import Config, DictAction
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tool_utils import (  # noqa: E402
+from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
     allow_mmengine_checkpoints,

@@ -1,7 +1,7 @@
 # The real Cascade Mask R-CNN ConvNeXt-T-1D recipe (multi-scale 480-800 + crop, AMP) on the COCO-
-# style demo data of tools/make_demo_data.py, for a short run: 40 iterations on one GPU, then one
+# style demo data of tools/dataset_converters/make_demo_data.py, for a short run: 40 iterations on one GPU, then one
 # evaluation (CocoMetric, bbox and segm). It times the real model on real-size inputs
-# (tools/gpu_downstream.sh); the images are small and get upscaled by the pipelines.
+# (.dev_scripts/gpu_downstream.sh); the images are small and get upscaled by the pipelines.
 _base_ = '../mmdet/cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-3x_coco.py'
 
 data_root = 'data/demo/coco/'

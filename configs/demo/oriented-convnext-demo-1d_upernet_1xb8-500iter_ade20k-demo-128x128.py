@@ -1,4 +1,4 @@
-# A ConvNeXt-1D UperNet small enough to train on a CPU in minutes (tools/demo.sh): the
+# A ConvNeXt-1D UperNet small enough to train on a CPU in minutes (tools/misc/demo.sh): the
 # ConvNeXt-T-1D recipe on the demo data with a 1-1-2-1 / 32-64-128-256 backbone, a narrow head,
 # 128x128 crops, 500 iterations of 8 images, fp32, and a higher learning rate for a run this short.
 _base_ = './oriented-convnext-tiny-1d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py'

@@ -1,6 +1,6 @@
 # The real UperNet ConvNeXt-T-1D recipe (512x512 crops, AMP) on the demo data of
-# tools/make_demo_data.py, for a short run: 40 iterations on one GPU, then one evaluation.
-# It times the real model on real-size inputs (tools/gpu_downstream.sh); the images are small
+# tools/dataset_converters/make_demo_data.py, for a short run: 40 iterations on one GPU, then one evaluation.
+# It times the real model on real-size inputs (.dev_scripts/gpu_downstream.sh); the images are small
 # and get upscaled by the training and test pipelines.
 _base_ = '../mmseg/oriented-convnext-tiny-1d_upernet_8xb2-amp-160k_ade20k-512x512.py'
 

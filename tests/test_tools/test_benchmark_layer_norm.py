@@ -1,4 +1,4 @@
-"""tools/benchmark_layer_norm.py: the summary table and the message without a GPU."""
+"""tools/analysis_tools/benchmark_layer_norm.py: the summary table and the message without a GPU."""
 import importlib.util
 import subprocess
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'benchmark_layer_norm.py'
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'benchmark_layer_norm.py'
 _spec = importlib.util.spec_from_file_location('benchmark_layer_norm', TOOL)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
@@ -14,7 +14,7 @@ _spec.loader.exec_module(bench)
 
 def test_summary_pairs_each_case_with_its_baseline():
     env = {'gpu': 'Test GPU', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51, 'rounds': 3,
-           'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/benchmark_layer_norm.py'}
+           'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_layer_norm.py'}
     base = dict(site='block norm, stage 1', shape=[64, 56, 56, 96], dtype='bfloat16', gelu=False, mode='bf16')
     records = [dict(base, impl='mmo1d', ms=0.1, **{'pass': 'fwd'}), dict(base, impl='aten', ms=0.4, **{'pass': 'fwd'}),
                dict(base, impl='mmo1d', ms=0.5, **{'pass': 'fwdbwd'}),

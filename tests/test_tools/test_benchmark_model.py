@@ -1,5 +1,5 @@
-"""tools/benchmark_model.py: the CPU smoke path writes complete results (the median over rounds) and skips a
-missing timm."""
+"""tools/analysis_tools/benchmark_model.py: the CPU smoke path writes complete results (the median over
+rounds) and skips a missing timm."""
 import importlib.util
 import json
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'benchmark_model.py'
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'benchmark_model.py'
 _spec = importlib.util.spec_from_file_location('benchmark_model', TOOL)
 benchmark_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(benchmark_tool)

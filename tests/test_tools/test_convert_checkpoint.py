@@ -1,4 +1,4 @@
-"""tools/convert_checkpoint.py on checkpoints fabricated in each source layout."""
+"""tools/model_converters/convert_checkpoint.py on checkpoints fabricated in each source layout."""
 import argparse
 import importlib.util
 import re
@@ -15,7 +15,7 @@ from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 from mmo1d.models import OrientedConvNeXt
 from mmo1d.models.convert import convert_state_dict, rename_keys, select_state_dict
 
-TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'convert_checkpoint.py'
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'model_converters' / 'convert_checkpoint.py'
 _spec = importlib.util.spec_from_file_location('convert_checkpoint', TOOL)
 convert_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(convert_tool)

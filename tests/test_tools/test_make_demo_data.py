@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location('make_demo_data', REPO / 'tools' / 'make_demo_data.py')
+    path = REPO / 'tools' / 'dataset_converters' / 'make_demo_data.py'
+    spec = importlib.util.spec_from_file_location('make_demo_data', path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""tools/analysis/model_complexity.py against the paper's table, and the oriented op's FLOP handle."""
+"""tools/analysis_tools/model_complexity.py against the paper's table, and the oriented op's FLOP handle."""
 import importlib.util
 import json
 from pathlib import Path
@@ -10,7 +10,7 @@ from torch import nn
 from mmo1d.models.utils import flop_analyzer
 from mmo1d.ops import OrientedDWConv1d
 
-TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis' / 'model_complexity.py'
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'model_complexity.py'
 _spec = importlib.util.spec_from_file_location('model_complexity', TOOL)
 complexity_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(complexity_tool)

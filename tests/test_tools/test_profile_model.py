@@ -1,4 +1,4 @@
-"""tools/analysis/profile_model.py: kernel names land in the right group; a clear message without a GPU."""
+"""tools/analysis_tools/profile_model.py: kernel names land in the right group; a clear message without a GPU."""
 import importlib.util
 import subprocess
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis' / 'profile_model.py'
+TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'profile_model.py'
 _spec = importlib.util.spec_from_file_location('profile_model', TOOL)
 profile_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(profile_tool)

@@ -4,6 +4,7 @@ import json
 import os
 import pickle
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Dict, List, Optional
 
 import pytest
 import torch
+
+from mmo1d.utils.tool_utils import allow_mmengine_checkpoints
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / 'tools'
@@ -30,7 +33,6 @@ FAST = [
 
 
 def _load_tool(name: str) -> ModuleType:
-    sys.path.insert(0, str(TOOLS))
     spec = importlib.util.spec_from_file_location(f'mmo1d_tools_{name}', TOOLS / f'{name}.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -74,7 +76,7 @@ def _test_metrics(work_dir: Path) -> dict:
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder with ``data/demo`` (small), where the configs' relative data paths resolve."""
     root = tmp_path_factory.mktemp('workspace')
-    _run([sys.executable, str(TOOLS / 'make_demo_data.py'), '--ade-train', '8', '--ade-val',
+    _run([sys.executable, str(TOOLS / 'dataset_converters' / 'make_demo_data.py'), '--ade-train', '8', '--ade-val',
           str(NUM_ADE_VAL), '--coco-train', '4', '--coco-val', str(NUM_COCO_VAL)], root)
     return root
 
@@ -83,8 +85,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def seg_run(workspace: Path) -> Path:
     """A 4-iteration UperNet run with checkpoints at 2 and 4 and a validation at the end."""
     work_dir = workspace / 'work_dirs' / 'seg'
-    _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=4', 'train_cfg.val_interval=4',
-                                          'default_hooks.checkpoint.interval=2'])
+    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=4', 'train_cfg.val_interval=4',
+                                                   'default_hooks.checkpoint.interval=2'])
+    (workspace / 'work_dirs' / 'seg.train.log').write_text(output)
     return work_dir
 
 
@@ -140,6 +143,34 @@ def test_seg_test_writes_metrics_predictions_and_paintings(seg_run: Path, worksp
     assert 0 <= metrics['mIoU'] <= 100 and 0 < metrics['aAcc'] <= 100
     assert len(list(pred_dir.glob('*.png'))) == NUM_ADE_VAL
     assert len(list(show_dir.rglob('*.png'))) == NUM_ADE_VAL
+
+
+def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
+    """.dev_scripts/summarize_downstream.py on the folders and logs that train.py and test.py wrote."""
+    spec = importlib.util.spec_from_file_location('summarize_downstream',
+                                                  REPO / '.dev_scripts' / 'summarize_downstream.py')
+    summary_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary_tool)
+    out = workspace / 'downstream'
+    work = out / 'work' / 'cpu-check' / 'seg-demo-1d'
+    work.mkdir(parents=True)
+    (work / 'train').symlink_to(seg_run, target_is_directory=True)
+    (work / 'train.log').symlink_to(workspace / 'work_dirs' / 'seg.train.log')
+    (work / 'test.log').write_text(_test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work / 'test'))
+    summary_tool.main([str(out), 'cpu-check', '0', '4', 'false', f'seg-demo-1d {SEG_CFG}'])
+    saved = json.loads((out / 'downstream_cpu-check.json').read_text())
+    assert saved['mode'] == 'cpu-check' and saved['completed'] is False and saved['device'] == 'cpu'
+    [run] = saved['runs']
+    train = [r for r in _scalars(seg_run) if 'loss' in r]
+    assert run['name'] == 'seg-demo-1d' and run['config'] == str(SEG_CFG) and run['iterations'] == 4
+    assert run['final_loss'] == train[-1]['loss'] and run['iter_time_s_first_window'] == train[0]['time']
+    # The first logged window (warm-up) is left out of the medians.
+    assert run['iter_time_s_median'] == statistics.median(r['time'] for r in train[1:])
+    assert run['train_processes'] == run['test_processes'] == 1
+    assert run['ddp_unused_parameter_errors'] == 0
+    metrics = _test_metrics(work / 'test')
+    assert run['test_metrics'] == {k: v for k, v in metrics.items() if k not in ('time', 'data_time', 'step')}
+    assert run['test_metrics']['mIoU'] == metrics['mIoU']
 
 
 def test_seg_tta_and_pickled_predictions(seg_run: Path, workspace: Path) -> None:
@@ -244,7 +275,7 @@ def test_dist_scripts_call_torchrun(script: str, args: List[str], tool: str, tmp
     """The torchrun command line of the dist scripts, recorded by a stand-in ``python``.
 
     (A real multi-process run needs GPUs: mmengine's pytorch launcher always selects a CUDA
-    device; tools/gpu_downstream.sh runs the scripts on 2 GPUs.)
+    device; .dev_scripts/gpu_downstream.sh runs the scripts on 2 GPUs.)
     """
     bin_dir = tmp_path / 'bin'
     bin_dir.mkdir()
@@ -327,7 +358,7 @@ class _NotAllowed:
 def test_allow_list_keeps_other_globals_refused(tmp_path: Path) -> None:
     from mmengine.logging import HistoryBuffer
 
-    _load_tool('tool_utils').allow_mmengine_checkpoints()
+    allow_mmengine_checkpoints()
     buffer = HistoryBuffer()
     buffer.update(1.5)
     good, bad = tmp_path / 'good.pth', tmp_path / 'bad.pth'

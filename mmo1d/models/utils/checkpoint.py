@@ -59,7 +59,7 @@ def extract_state_dict(checkpoint: dict, prefix: Optional[str] = None) -> 'Order
         raise ValueError(
             'this looks like an unconverted training checkpoint (it has a "model" entry, as the '
             'authors\' and the official ConvNeXt releases do); convert it with '
-            '`python tools/convert_checkpoint.py` first')
+            '`python tools/model_converters/convert_checkpoint.py` first')
     state_dict = OrderedDict((re.sub(r'^module\.', '', k), v) for k, v in state_dict.items()
                              if isinstance(v, Tensor))
     if prefix:

@@ -8,7 +8,7 @@ multiply-adds per output element). Angles are buffers and not counted as paramet
 
 Example::
 
-    python tools/analysis/model_complexity.py --archs tiny base --img-size 224
+    python tools/analysis_tools/model_complexity.py --archs tiny base --img-size 224
 """
 import argparse
 import json

@@ -1,4 +1,4 @@
-"""Helpers shared by ``tools/train.py`` and ``tools/test.py``.
+"""Helpers shared by ``tools/train.py`` and ``tools/test.py``: config loading, runner building.
 
 The tools work for mmdet, mmseg and mmpretrain configs alike: the config's ``default_scope`` picks
 the toolbox, which mmengine's registries import on demand, so nothing here imports a toolbox.

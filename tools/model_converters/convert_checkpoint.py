@@ -9,9 +9,9 @@ and / or an mmpretrain ImageClassifier checkpoint (``backbone.*``, ``head.fc.*``
 
 Examples::
 
-    python tools/convert_checkpoint.py convnext_tiny_1d.pth --src-format oriented1d --ema \\
+    python tools/model_converters/convert_checkpoint.py convnext_tiny_1d.pth --src-format oriented1d --ema \\
         --backbone-out t1d_backbone.pth --classifier-out t1d_in1k.pth
-    python tools/convert_checkpoint.py convnext_tiny_1k_224_ema.pth --src-format official \\
+    python tools/model_converters/convert_checkpoint.py convnext_tiny_1k_224_ema.pth --src-format official \\
         --variant 2dpp --backbone-out t2dpp_init.pth
 """
 import argparse

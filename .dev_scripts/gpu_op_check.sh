@@ -3,10 +3,10 @@
 # of tests/test_ops) and, unless SKIP_BENCH=1, the op benchmark. Logs and results go to OUT_DIR:
 # build.log, gpu_tests.log (pytest output, GPU name and driver first), <gpu>.json / <gpu>.md.
 #
-#   bash tools/gpu_op_check.sh OUT_DIR
+#   bash .dev_scripts/gpu_op_check.sh OUT_DIR
 #
 # TORCH_CUDA_ARCH_LIST defaults to the visible GPU's architecture; PYTEST_ARGS adds pytest options
-# (e.g. -x); BENCH_ARGS adds tools/benchmark_op.py options.
+# (e.g. -x); BENCH_ARGS adds tools/analysis_tools/benchmark_op.py options.
 set -uo pipefail
 export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
 if [ "$#" -ne 1 ]; then
@@ -45,7 +45,7 @@ echo "[gpu_op_check] tests done at $(($(date +%s) - start)) s"
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
     # shellcheck disable=SC2086
-    "$PYTHON" tools/benchmark_op.py --out-dir "$OUT" ${BENCH_ARGS:-} >"$OUT/benchmark.log" 2>&1 ||
+    "$PYTHON" tools/analysis_tools/benchmark_op.py --out-dir "$OUT" ${BENCH_ARGS:-} >"$OUT/benchmark.log" 2>&1 ||
         { tail -n 40 "$OUT/benchmark.log"; exit 1; }
     sed -n '/^# Oriented/,$p' "$OUT/benchmark.log"
     echo "[gpu_op_check] benchmark done at $(($(date +%s) - start)) s"

@@ -2,7 +2,7 @@
 # The downstream demo, on a CPU in a few minutes: write the ADE20K-style demo data, train a small
 # UperNet with a ConvNeXt-1D backbone with tools/train.py, evaluate it with tools/test.py and print
 # its mIoU. Run from the repository root with the environment active (`make demo` does both).
-#   bash tools/demo.sh [1d|2d|both]    (default 1d; 2d is the ConvNeXt baseline for comparison)
+#   bash tools/misc/demo.sh [1d|2d|both]    (default 1d; 2d is the ConvNeXt baseline for comparison)
 # Environment: DEMO_DIR (data, default data/demo), WORK_DIR (default work_dirs/demo),
 # MIN_MIOU (fail below this mIoU, default 50; predicting "floor" everywhere scores about 18),
 # OMP_NUM_THREADS (default 1).
@@ -22,8 +22,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 DEMO_DIR=${DEMO_DIR:-data/demo}
 WORK_DIR=${WORK_DIR:-work_dirs/demo}
 MIN_MIOU=${MIN_MIOU:-50}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 "$PYTHON" -c "import mmo1d, mmseg" 2>/dev/null || {
     echo "$0: mmo1d and mmsegmentation must be importable: activate the environment first" >&2
@@ -32,7 +31,7 @@ cd "$ROOT"
 
 mkdir -p "$WORK_DIR"
 start=$(date +%s)
-"$PYTHON" tools/make_demo_data.py --which ade --out "$DEMO_DIR"
+"$PYTHON" tools/dataset_converters/make_demo_data.py --which ade --out "$DEMO_DIR"
 for variant in $VARIANTS; do
     config=configs/demo/oriented-convnext-demo-${variant}_upernet_1xb8-500iter_ade20k-demo-128x128.py
     run_dir=$WORK_DIR/upernet-$variant

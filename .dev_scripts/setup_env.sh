@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or updates) the project environment in .venv and builds mmo1d into it.
 #
-#   bash tools/setup_env.sh          (what `make setup`, `make demo` and `make test` run)
+#   bash .dev_scripts/setup_env.sh          (what `make setup`, `make demo` and `make test` run)
 #
 # Idempotent: steps whose result is already there are skipped, so a second run is quick.
 # Environment variables:

@@ -24,7 +24,7 @@ names; the shapes are annotated, with polygon masks, as the categories in ``COCO
 
 Example::
 
-    python tools/make_demo_data.py --out data/demo --seed 0
+    python tools/dataset_converters/make_demo_data.py --out data/demo --seed 0
 """
 import argparse
 import json

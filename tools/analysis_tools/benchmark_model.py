@@ -13,31 +13,28 @@ alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocate
 
 Examples::
 
-    python tools/benchmark_model.py                       # T and B, batch 64 at 224, on the GPU
-    python tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny --repeats 2 --rounds 1
+    python tools/analysis_tools/benchmark_model.py      # T and B, batch 64 at 224, on the GPU
+    python tools/analysis_tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny \\
+        --repeats 2 --rounds 1
 """
 import argparse
-import datetime
 import importlib
 import json
 import os
 import os.path as osp
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
-from mmengine.config import Config
-from mmengine.registry import DefaultScope
 from torch import nn
 
-CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'configs', 'mmpretrain')
-VARIANTS = ('2d', '1d', '1dpp', '2dpp')
-MODES = {'fp32': (None, torch.contiguous_format), 'bf16': (torch.bfloat16, torch.channels_last)}
+from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+from mmo1d.benchmark.timing import command_line, nvidia_driver, utc_now
+
+CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
 PASSES = ('infer', 'train')
 
 
@@ -63,20 +60,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if args.warmup is None:
         args.warmup = 1 if args.device == 'cpu' else 10
     return args
-
-
-def build_mmo1d(arch: str, variant: str) -> nn.Module:
-    """The ImageClassifier of ``configs/mmpretrain/oriented-convnext-{arch}-{variant}_32xb128_in1k.py``."""
-    from mmpretrain.registry import MODELS
-    cfg = Config.fromfile(osp.join(CONFIG_DIR, f'oriented-convnext-{arch}-{variant}_32xb128_in1k.py'))
-    with DefaultScope.overwrite_default_scope(cfg.default_scope):
-        # Construction-time weights: the timings do not depend on the initialisation.
-        return MODELS.build(cfg.model)
-
-
-def drop_path_rate(arch: str) -> float:
-    cfg = Config.fromfile(osp.join(CONFIG_DIR, f'oriented-convnext-{arch}-2d_32xb128_in1k.py'))
-    return cfg.model.backbone.drop_path_rate
 
 
 class Timer:
@@ -152,22 +135,14 @@ def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch
 
 
 def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optional[str]) -> Dict:
-    if device.type == 'cuda':
-        gpu = torch.cuda.get_device_name(device)
-        try:
-            driver = subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
-                                    capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        except (OSError, subprocess.CalledProcessError, IndexError):
-            driver = 'unknown'
-    else:
-        gpu, driver = 'cpu', None
+    cuda = device.type == 'cuda'
     return {
-        'gpu': gpu, 'driver': driver, 'torch': torch.__version__, 'cuda': torch.version.cuda,
-        'cudnn': torch.backends.cudnn.version() if device.type == 'cuda' else None, 'timm': timm_version,
+        'gpu': torch.cuda.get_device_name(device) if cuda else 'cpu', 'driver': nvidia_driver() if cuda else None,
+        'torch': torch.__version__, 'cuda': torch.version.cuda,
+        'cudnn': torch.backends.cudnn.version() if cuda else None, 'timm': timm_version,
         'python': platform.python_version(), 'cpu_threads': torch.get_num_threads(),
         'tf32_matmul': torch.backends.cuda.matmul.allow_tf32, 'tf32_cudnn': torch.backends.cudnn.allow_tf32,
-        'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-        'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
+        'date': utc_now(), 'command': command_line(),
         'batch_size': args.batch_size, 'img_size': args.img_size, 'repeats': args.repeats,
         'rounds': args.rounds, 'warmup': args.warmup,
     }
@@ -210,9 +185,6 @@ def summarize(result: Dict) -> str:
     return '\n'.join(lines)
 
 
-NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++'}
-
-
 def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
     """One record per (model, mode, pass): the median step time over rounds (None if any round ran
     out of memory), its throughput, each round's time and the largest peak memory."""
@@ -249,9 +221,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         models = {}
         if timm is not None:
             models[f'timm convnext_{arch}'] = timm.create_model(f'convnext_{arch}', pretrained=False,
-                                                                drop_path_rate=drop_path_rate(arch))
+                                                                drop_path_rate=drop_path_rate(CONFIG_DIR, arch))
         for variant in args.variants:
-            models[f'ConvNeXt-{arch[0].upper()}{NAMES[variant]} (mmo1d)'] = build_mmo1d(arch, variant)
+            models[display_name(arch, variant)] = build_classifier(CONFIG_DIR, arch, variant)
         rounds = []
         for r in range(args.rounds):
             print(f'[{arch}] round {r + 1} of {args.rounds}', flush=True)

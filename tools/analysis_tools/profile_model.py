@@ -1,6 +1,6 @@
 """Where the GPU time of a classifier's inference or training step goes, by kind of kernel.
 
-Profiles a few steps of the models of ``tools/benchmark_model.py`` (the mmpretrain classifiers of
+Profiles a few steps of the models of ``tools/analysis_tools/benchmark_model.py`` (the mmpretrain classifiers of
 ``configs/mmpretrain`` and timm's ConvNeXt) with ``torch.profiler`` and sums the GPU kernel time
 into groups: the oriented op (mmo1d kernels), other convolutions (cuDNN / PyTorch depthwise), matrix
 multiplies (the Linear layers), layer norm, the optimizer and the rest (element-wise: GELU, layer
@@ -8,7 +8,7 @@ scale, residual adds, casts, permutes). Writes ``<out-dir>/profile_<gpu>.md`` an
 
 Example::
 
-    python tools/analysis/profile_model.py --archs tiny --variants 2d 1d 1dpp --modes bf16 --passes train
+    python tools/analysis_tools/profile_model.py --archs tiny --variants 2d 1d 1dpp --modes bf16 --passes train
 """
 import argparse
 import datetime
@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-from benchmark_model import MODES, NAMES, VARIANTS, build_mmo1d, drop_path_rate  # noqa: E402
+from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+
+CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
 
 GROUPS = ('oriented op (mmo1d)', 'other convolutions', 'matmul (Linear)', 'layer norm', 'optimizer',
           'element-wise and other')
@@ -114,19 +115,19 @@ def main(argv: Optional[List[str]] = None) -> str:
             try:
                 import timm
                 models.append((f'timm convnext_{arch}', lambda a=arch: timm.create_model(
-                    f'convnext_{a}', pretrained=False, drop_path_rate=drop_path_rate(a))))
+                    f'convnext_{a}', pretrained=False, drop_path_rate=drop_path_rate(CONFIG_DIR, a))))
             except ImportError:
                 print('timm is not installed: skipping the timm ConvNeXt baseline')
         for variant in args.variants:
-            models.append((f'ConvNeXt-{arch[0].upper()}{NAMES[variant]} (mmo1d)',
-                           lambda a=arch, v=variant: build_mmo1d(a, v)))
+            models.append((display_name(arch, variant),
+                           lambda a=arch, v=variant: build_classifier(CONFIG_DIR, a, v)))
     gpu = torch.cuda.get_device_name(0)
     command = ' '.join(argv if argv is not None else sys.argv[1:])
     lines = [f'# GPU time by kernel group: {gpu}', '',
              f'torch {torch.__version__}, CUDA {torch.version.cuda}, batch {args.batch_size} at '
              f'{args.img_size}x{args.img_size}, {args.steps} profiled steps, '
              f'{datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}.',
-             f'Command: `python tools/analysis/profile_model.py {command}`',
+             f'Command: `python tools/analysis_tools/profile_model.py {command}`',
              '', 'Milliseconds of GPU kernel time per step (sum of kernel times; the step time also includes gaps).',
              '', '| model | mode | pass | total | ' + ' | '.join(GROUPS) + ' |',
              '|---|---|---|---|' + '---|' * len(GROUPS)]

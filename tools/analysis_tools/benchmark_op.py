@@ -14,22 +14,18 @@ plus the peak memory of each and the device-to-device copy bandwidth (memory roo
 
 Example::
 
-    python tools/benchmark_op.py --out-dir benchmarks/results
+    python tools/analysis_tools/benchmark_op.py --out-dir benchmarks/results
 """
 import argparse
-import datetime
 import json
 import math
 import os.path as osp
-import platform
-import statistics
-import subprocess
-import sys
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
 
+from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
 
 ANGLES = [22.5 * i for i in range(8)]
@@ -57,66 +53,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def time_samples(fn: Callable[[int], None], repeats: int, warmup: int) -> List[float]:
-    """Times of ``repeats`` calls of ``fn(i)`` in milliseconds, measured with CUDA events."""
-    for i in range(warmup):
-        fn(i)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
-
-
-def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
-    """Median time of ``fn(i)`` in milliseconds."""
-    return statistics.median(time_samples(fn, repeats, warmup))
-
-
-def peak_bytes(fn: Callable[[int], None]) -> int:
-    """Peak memory allocated by one call beyond what was allocated before it."""
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    fn(0)
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - base
-
-
-def measure_cases(cases: List[Tuple[Dict, Callable[[int], None]]], repeats: int, rounds: int, warmup: int,
-                  timer: Callable = time_samples, peak: Callable = peak_bytes) -> List[Dict]:
-    """Times the ``(record, fn)`` cases of one group in ``rounds`` interleaved rounds of
-    ``ceil(repeats / rounds)`` calls each (warm-up before a case's first round, 2 calls before the
-    others) and fills in each record's ``ms`` (median of all its calls) and ``peak_mem_bytes``. The
-    KxK masked baseline (hundreds of ms at K=31) runs its ``repeats`` calls once."""
-    per_round = math.ceil(repeats / rounds)
-    samples: List[List[float]] = [[] for _ in cases]
-    for r in range(rounds):
-        for (rec, fn), times in zip(cases, samples):
-            if rec['impl'] == 'masked_2d':
-                if r == 0:
-                    times.extend(timer(fn, repeats, warmup))
-                continue
-            times.extend(timer(fn, per_round, warmup if r == 0 else 2))
-    for (rec, fn), times in zip(cases, samples):
-        rec['ms'] = round(statistics.median(times), 4)
-        rec['peak_mem_bytes'] = peak(fn)
-    return [rec for rec, _ in cases]
-
-
-def copy_bandwidth_gbps(repeats: int) -> float:
-    n = 1 << 28  # 1 GiB of float32
-    src = torch.randn(n, device='cuda')
-    dst = torch.empty_like(src)
-    ms = time_ms(lambda i: dst.copy_(src), repeats, 5)
-    return 2 * n * 4 / (ms * 1e-3) / 1e9
-
-
 def masked_kernel(weight: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """(C, 1, K, K) kernel equal to the oriented op: the taps scattered onto a KxK grid."""
     c, k = weight.shape
@@ -141,22 +77,8 @@ def make_step(conv: Callable, xs: List[torch.Tensor], weight: torch.Tensor, grad
 
 
 def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
-    props = torch.cuda.get_device_properties(0)
-    try:
-        driver = subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
-                                capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        driver = 'unknown'
     return {
-        'gpu': props.name,
-        'sm_count': props.multi_processor_count,
-        'driver': driver,
-        'torch': torch.__version__,
-        'cuda': torch.version.cuda,
-        'cudnn': torch.backends.cudnn.version(),
-        'python': platform.python_version(),
-        'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-        'command': 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:]),
+        **gpu_env(),
         'batch': args.batch,
         'channels': args.channels,
         'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,

@@ -2,7 +2,7 @@
 
 For each layer norm of the ConvNeXt-T / T-1D models (batch 64 at 224x224: the 1D stem's two norms,
 fused with GELU, the block norms of the four stages, a downsampling norm that reads the float32
-residual stream) times, with CUDA events in interleaved rounds (``benchmark_op.measure_cases``):
+residual stream) times, with CUDA events in interleaved rounds (``mmo1d.benchmark.timing.measure_cases``):
 
 * ``mmo1d``: ``layer_norm_last`` writing the dtype its consumer computes in;
 * ``aten``: what the models ran before, ``F.layer_norm`` (+ ``F.gelu``) under bf16 autocast, which
@@ -13,21 +13,19 @@ Writes ``<out-dir>/layer_norm_<gpu>.json`` and ``.md``.
 
 Example::
 
-    python tools/benchmark_layer_norm.py --out-dir benchmarks/results
+    python tools/analysis_tools/benchmark_layer_norm.py --out-dir benchmarks/results
 """
 import argparse
 import json
+import math
 import os.path as osp
-import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_op import copy_bandwidth_gbps, env_info, measure_cases  # noqa: E402
-
-from mmo1d.ops import layer_norm_last  # noqa: E402
+from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
+from mmo1d.ops import layer_norm_last
 
 # (site, (N, H, W, C), input dtype, GELU fused, mode): the norms of ConvNeXt-T / T-1D at 224x224.
 SITES = [
@@ -97,8 +95,8 @@ def run(args: argparse.Namespace) -> Dict:
                            **{'pass': 'fwdbwd' if backward else 'fwd'})
             records += measure_cases(cases, args.repeats, args.rounds, args.warmup)
             torch.cuda.empty_cache()
-    env = env_info(argparse.Namespace(**vars(args), batch=64, channels=None), copy_bandwidth_gbps(20))
-    del env['channels']
+    env = {**gpu_env(), 'batch': 64, 'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,
+           'rounds': args.rounds, 'copy_bandwidth_GBps': round(copy_bandwidth_gbps(20), 1)}
     return {'env': env, 'records': records}
 
 

@@ -4,7 +4,7 @@
 # iterations on the demo data, then tested; iteration time, peak memory and the test metrics go to
 # OUT_DIR/downstream_<mode>.json.
 #
-#   bash tools/gpu_downstream.sh OUT_DIR [single|dist2|cpu-check]
+#   bash .dev_scripts/gpu_downstream.sh OUT_DIR [single|dist2|cpu-check]
 #
 #   single     1 GPU: UperNet T-1D, UperNet T-2D, Cascade T-1D, Cascade T-2D; 40 iterations each
 #              (tools/train.py, tools/test.py).
@@ -72,99 +72,14 @@ if [ "$GPUS" -gt 0 ]; then
 fi
 
 DATA=$OUT/data
-"$PYTHON" tools/make_demo_data.py --out "$DATA" "${DATA_ARGS[@]}"
+"$PYTHON" tools/dataset_converters/make_demo_data.py --out "$DATA" "${DATA_ARGS[@]}"
 ADE=$DATA/ade/ADEChallengeData2016
 COCO=$DATA/coco/
 
 # Collect iteration times, peak memory and test metrics of the finished runs (DONE) into
 # OUT/downstream_<mode>.json; $1 is "true" when every run of the mode finished.
 summarize() {
-    "$PYTHON" - "$OUT" "$MODE" "$GPUS" "$ITERS" "$1" "${DONE[@]}" <<'EOF'
-"""Collect iteration times, peak memory and test metrics of the runs into one JSON file."""
-import json
-import os
-import re
-import statistics
-import subprocess
-import sys
-from pathlib import Path
-
-import mmcv
-import mmdet
-import mmengine
-import mmseg
-import torch
-
-out, mode, gpus, iters = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-completed = sys.argv[5] == 'true'
-
-
-def world_size(log: Path):
-    """The number of processes mmengine reports in a train/test log ('GPU number: N')."""
-    found = re.search(r'^\s*GPU number: (\d+)$', log.read_text(errors='replace'), re.M)
-    return int(found.group(1)) if found else None
-
-
-def ddp_errors(log: Path) -> int:
-    """Lines of DistributedDataParallel's error for parameters that received no gradient."""
-    return sum('Expected to have finished reduction' in line
-               for line in log.read_text(errors='replace').splitlines())
-
-
-def latest_run(folder: Path) -> Path:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name[:8].isdigit())[-1]
-
-
-results = []
-for run in sys.argv[6:]:
-    name, config = run.split(' ', 1)
-    work = out / 'work' / mode / name
-    train_run = latest_run(work / 'train')
-    records = [json.loads(line) for line in (train_run / 'vis_data' / 'scalars.json').read_text().splitlines()]
-    train = [r for r in records if 'loss' in r]
-    # The first logged window holds the warm-up (cudnn autotuning, allocator growth).
-    steady = train[1:] or train
-    test_run = latest_run(work / 'test')
-    test = json.loads((test_run / f'{test_run.name}.json').read_text())
-    memory = [r['memory'] for r in train if 'memory' in r]
-    results.append(dict(
-        name=name,
-        config=config,
-        iterations=iters,
-        images_per_gpu=2 if gpus else None,
-        iter_time_s_median=statistics.median(r['time'] for r in steady),
-        iter_time_s_first_window=train[0]['time'],
-        data_time_s_median=statistics.median(r['data_time'] for r in steady),
-        max_memory_mb=max(memory) if memory else None,
-        final_loss=train[-1]['loss'],
-        train_processes=world_size(work / 'train.log'),
-        test_processes=world_size(work / 'test.log'),
-        ddp_unused_parameter_errors=ddp_errors(work / 'train.log'),
-        test_metrics={k: v for k, v in test.items() if k not in ('time', 'data_time', 'step')},
-        test_time_s_per_iter=test.get('time'),
-    ))
-
-commit = os.environ.get('SOURCE_COMMIT') or subprocess.run(
-    ['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
-summary = dict(
-    mode=mode,
-    gpus=gpus,
-    device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
-    torch=torch.__version__,
-    cuda=torch.version.cuda,
-    mmengine=mmengine.__version__, mmcv=mmcv.__version__, mmdet=mmdet.__version__, mmseg=mmseg.__version__,
-    commit=commit,
-    command=f'bash tools/gpu_downstream.sh OUT_DIR {mode}',
-    completed=completed,
-    runs=results,
-)
-path = out / f'downstream_{mode}.json'
-path.write_text(json.dumps(summary, indent=2) + '\n')
-print(f'wrote {path}')
-for r in results:
-    mem = f'{r["max_memory_mb"]} MB' if r['max_memory_mb'] is not None else 'n/a'
-    print(f'{r["name"]:<12} {r["iter_time_s_median"]:.3f} s/iter  peak {mem}  {r["test_metrics"]}')
-EOF
+    "$PYTHON" .dev_scripts/summarize_downstream.py "$OUT" "$MODE" "$GPUS" "$ITERS" "$1" "${DONE[@]}"
 }
 
 DONE=()

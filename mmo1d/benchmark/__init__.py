@@ -1,0 +1,7 @@
+"""What the benchmark and profiling scripts of ``tools/analysis_tools`` share.
+
+:mod:`mmo1d.benchmark.timing` (torch only): CUDA-event timing in interleaved rounds, peak memory,
+copy bandwidth and the environment record of a results file. :mod:`mmo1d.benchmark.classifiers`
+(mmengine): the classifiers of ``configs/mmpretrain`` built from their configs. Import the
+submodules by name.
+"""

@@ -1,0 +1,124 @@
+"""Timing of GPU cases and the environment record of a benchmark's results.
+
+Times come from CUDA events around each call after a warm-up; the cases of one group run in
+interleaved rounds so that a slow spell of a shared GPU does not fall on one case.
+"""
+import datetime
+import math
+import os.path as osp
+import platform
+import statistics
+import subprocess
+import sys
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+
+def time_samples(fn: Callable[[int], None], repeats: int, warmup: int) -> List[float]:
+    """Times of ``repeats`` calls of ``fn(i)`` in milliseconds, measured with CUDA events."""
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
+    """Median time of ``fn(i)`` in milliseconds."""
+    return statistics.median(time_samples(fn, repeats, warmup))
+
+
+def peak_bytes(fn: Callable[[int], None]) -> int:
+    """Peak memory allocated by one call beyond what was allocated before it."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn(0)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def measure_cases(cases: List[Tuple[Dict, Callable[[int], None]]], repeats: int, rounds: int, warmup: int,
+                  timer: Callable = time_samples, peak: Callable = peak_bytes) -> List[Dict]:
+    """Time the ``(record, fn)`` cases of one group in interleaved rounds.
+
+    Each round calls every case ``ceil(repeats / rounds)`` times (after ``warmup`` calls before a
+    case's first round, 2 before the others). The KxK masked baseline (``record['impl'] ==
+    'masked_2d'``, hundreds of ms at K=31) runs its ``repeats`` calls once.
+
+    Args:
+        cases: ``(record, fn)`` pairs; ``fn(i)`` runs the i-th call of a case.
+        repeats: timed calls per case over all rounds.
+        rounds: number of interleaved rounds.
+        warmup: untimed calls before a case's first round.
+        timer: ``timer(fn, repeats, warmup) -> list of ms`` (default: CUDA events).
+        peak: ``peak(fn) -> bytes`` (default: :func:`peak_bytes`).
+
+    Returns:
+        The records, each with ``ms`` (median of all its calls) and ``peak_mem_bytes`` filled in.
+    """
+    per_round = math.ceil(repeats / rounds)
+    samples: List[List[float]] = [[] for _ in cases]
+    for r in range(rounds):
+        for (rec, fn), times in zip(cases, samples):
+            if rec['impl'] == 'masked_2d':
+                if r == 0:
+                    times.extend(timer(fn, repeats, warmup))
+                continue
+            times.extend(timer(fn, per_round, warmup if r == 0 else 2))
+    for (rec, fn), times in zip(cases, samples):
+        rec['ms'] = round(statistics.median(times), 4)
+        rec['peak_mem_bytes'] = peak(fn)
+    return [rec for rec, _ in cases]
+
+
+def copy_bandwidth_gbps(repeats: int) -> float:
+    """Device-to-device copy bandwidth of the current GPU in GB/s (1 GiB read and written)."""
+    n = 1 << 28  # 1 GiB of float32
+    src = torch.randn(n, device='cuda')
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda i: dst.copy_(src), repeats, 5)
+    return 2 * n * 4 / (ms * 1e-3) / 1e9
+
+
+def nvidia_driver() -> str:
+    """The NVIDIA driver version reported by ``nvidia-smi``, or ``'unknown'``."""
+    try:
+        return subprocess.run(['nvidia-smi', '--query-gpu=driver_version', '--format=csv,noheader'],
+                              capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return 'unknown'
+
+
+def command_line() -> str:
+    """The command that started this process, as ``python <script relative to cwd> <args>``."""
+    return 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:])
+
+
+def utc_now() -> str:
+    """The current time, ``YYYY-MM-DD HH:MM UTC``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+
+
+def gpu_env() -> Dict:
+    """GPU, driver, library versions, date and command of a GPU benchmark (GPU 0)."""
+    props = torch.cuda.get_device_properties(0)
+    return {
+        'gpu': props.name,
+        'sm_count': props.multi_processor_count,
+        'driver': nvidia_driver(),
+        'torch': torch.__version__,
+        'cuda': torch.version.cuda,
+        'cudnn': torch.backends.cudnn.version(),
+        'python': platform.python_version(),
+        'date': utc_now(),
+        'command': command_line(),
+    }
