@@ -212,12 +212,14 @@ def area_ratios(erf: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) -> Di
 
 
 class LayerOutput(nn.Module):
-    """The output of one submodule of a model, computed by running ``forward_fn``.
+    """The output of one submodule of a model, captured by a forward hook.
 
     Args:
         model (nn.Module): The model.
         layer (str): Dotted name of the submodule in ``model.named_modules()``.
-        forward_fn (callable, optional): What to run on the input; default ``model`` itself.
+        forward_fn (callable, optional): What to run on the input. Default: ``model.backbone`` for a
+            layer under ``backbone.`` (detectors and segmentors need more than images to run as a
+            whole), else ``model``.
     """
 
     def __init__(self, model: nn.Module, layer: str, forward_fn: Optional[Callable[[Tensor], object]] = None) -> None:
@@ -227,7 +229,10 @@ class LayerOutput(nn.Module):
             raise KeyError(f'no submodule {layer!r} in {type(model).__name__}; name one of '
                            f'{[n for n in modules if n.count(".") <= 2 and n][:20]}...')
         self.model, self.layer = model, modules[layer]
-        self.forward_fn = forward_fn or model
+        if forward_fn is None:
+            backbone = getattr(model, 'backbone', None)
+            forward_fn = backbone if layer.startswith('backbone.') and isinstance(backbone, nn.Module) else model
+        self.forward_fn = forward_fn
 
     def forward(self, x: Tensor) -> Tensor:
         """(N, 3, H, W) -> the layer's output."""

@@ -183,3 +183,20 @@ def test_visualize_tool_redraws_saved_maps(tmp_path, capsys):
     np.save(tmp_path / 'bad.npy', np.zeros(3))
     with pytest.raises(ValueError, match='2-D ERF map'):
         tool.main([str(tmp_path / 'bad.npy'), '--out', str(tmp_path / 'bad.png')])
+
+
+def test_a_backbone_layer_runs_the_backbone_only():
+    """Detectors and segmentors cannot run on images alone: a backbone layer is read by running the backbone."""
+
+    class Detector(nn.Module):
+
+        def __init__(self):
+            super().__init__()
+            self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 5, 3, padding=1))
+
+        def forward(self, inputs, data_samples):
+            raise AssertionError('the whole detector must not run')
+
+    model = Detector()
+    out = erf_lib.LayerOutput(model, 'backbone.0')(torch.ones(1, 3, 8, 8))
+    torch.testing.assert_close(out, model.backbone[0](torch.ones(1, 3, 8, 8)))
