@@ -3,28 +3,43 @@
 The compiled module ``mmo1d._C`` always holds the op schema and the CPU kernels. The CUDA kernels
 are compiled into it when a CUDA toolkit is found (``CUDA_HOME``) and torch is a CUDA build, or
 when ``FORCE_CUDA=1``; ``FORCE_CUDA=0`` builds the CPU kernels only. ``TORCH_CUDA_ARCH_LIST``
-selects the GPU architectures (default without a visible GPU: 8.0;8.6;8.9;9.0+PTX).
+selects the GPU architectures (default without a visible GPU: 8.0;8.6;8.9;9.0+PTX); the kernels
+need compute capability 8.0 or newer, and older targets are refused before compiling.
 
-Install with ``pip install --no-build-isolation -e .`` into an environment that has torch.
+A built package (wheel, ``pip install .``) also carries the C++ and CUDA sources as ``mmo1d/csrc``,
+for the just-in-time build of the CUDA kernels when ``mmo1d._C`` was built without them.
+
+Install with ``pip install --no-build-isolation .`` (or ``-e .``) into an environment that has torch.
 """
-import glob
 import importlib.util
 import os
 import os.path as osp
+import shutil
+from types import ModuleType
 
 import torch
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 ROOT = osp.dirname(osp.abspath(__file__))
+CSRC = osp.join(ROOT, 'csrc')
 DEFAULT_ARCH_LIST = '8.0;8.6;8.9;9.0+PTX'
+# The test dependencies; the ONNX ones run the export tests through ONNX Runtime.
+TEST_REQUIRES = ['pytest', 'ruff', 'onnx>=1.23.2', 'onnxruntime>=1.32.0', 'onnxscript>=0.7.2']
 
 
-def load_cuda_env():
-    spec = importlib.util.spec_from_file_location('cuda_env', osp.join(ROOT, 'mmo1d', 'ops', 'cuda_env.py'))
+def load_module(*path: str) -> ModuleType:
+    """A module of the package loaded by its path, before the package is built."""
+    spec = importlib.util.spec_from_file_location(osp.splitext(path[-1])[0], osp.join(ROOT, *path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+cuda_env = load_module('mmo1d', 'ops', 'cuda_env.py')
+cuda_arch = load_module('mmo1d', 'ops', 'cuda_arch.py')
+version_check = load_module('mmo1d', 'utils', 'version_check.py')
 
 
 def read_version() -> str:
@@ -47,15 +62,13 @@ def want_cuda() -> bool:
 
 
 def make_extension():
-    sources = [osp.relpath(p, ROOT) for p in sorted(glob.glob(osp.join(ROOT, 'csrc', '*.cpp')))]
-    sources += [osp.relpath(p, ROOT) for p in sorted(glob.glob(osp.join(ROOT, 'csrc', 'cpu', '*.cpp')))]
+    sources = [osp.relpath(p, ROOT) for p in cuda_env.cpp_sources(CSRC)]
     cxx_flags = ['-O3', '-std=c++20']
     if not want_cuda():
         return CppExtension('mmo1d._C', sources, extra_compile_args={'cxx': cxx_flags})
     if not os.environ.get('TORCH_CUDA_ARCH_LIST') and not torch.cuda.is_available():
         os.environ['TORCH_CUDA_ARCH_LIST'] = DEFAULT_ARCH_LIST
-    sources += [osp.relpath(p, ROOT) for p in sorted(glob.glob(osp.join(ROOT, 'csrc', 'cuda', '*.cu')))]
-    cuda_env = load_cuda_env()
+    sources += [osp.relpath(p, ROOT) for p in cuda_env.cuda_sources(CSRC)]
     return CUDAExtension(
         'mmo1d._C',
         sources,
@@ -68,6 +81,36 @@ def make_extension():
         })
 
 
+class BuildExt(BuildExtension):
+    """torch's extension builder that first refuses GPU architectures the kernels cannot serve."""
+
+    def build_extensions(self) -> None:
+        if any(isinstance(s, str) and s.endswith('.cu') for ext in self.extensions for s in ext.sources):
+            devices = [(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
+                       for i in range(torch.cuda.device_count())]
+            try:
+                cuda_arch.check_build_targets(os.environ.get('TORCH_CUDA_ARCH_LIST', ''), devices)
+            except (ValueError, RuntimeError) as e:
+                raise SystemExit(f'error: {e}') from e
+        super().build_extensions()
+
+
+class BuildPy(build_py):
+    """Python modules plus the C++ and CUDA sources, copied to ``mmo1d/csrc`` of the build.
+
+    An editable install reads ``csrc/`` of the source tree instead and copies nothing.
+    """
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, 'editable_mode', False):
+            return
+        for path in cuda_env.build_files(CSRC):
+            target = osp.join(self.build_lib, 'mmo1d', 'csrc', osp.relpath(path, CSRC))
+            os.makedirs(osp.dirname(target), exist_ok=True)
+            shutil.copyfile(path, target)
+
+
 setup(
     name='mmo1d',
     version=read_version(),
@@ -78,13 +121,13 @@ setup(
     license='Apache-2.0',
     python_requires='>=3.9',
     packages=find_packages(exclude=('tests', 'tests.*', 'configs', 'tools')),
-    install_requires=['torch>=2.4', 'numpy'],
+    install_requires=['torch>=2.4', 'numpy'] + version_check.requirements(),
     extras_require={
         'mm': ['mmengine==0.10.7', 'mmcv==2.1.0', 'mmdet==3.3.0', 'mmsegmentation==1.2.2',
                'mmpretrain==1.2.0', 'ftfy', 'regex'],
-        'tests': ['pytest', 'ruff'],
+        'tests': TEST_REQUIRES,
     },
     ext_modules=[make_extension()],
-    cmdclass={'build_ext': BuildExtension},
+    cmdclass={'build_ext': BuildExt, 'build_py': BuildPy},
     zip_safe=False,
 )

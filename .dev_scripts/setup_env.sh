@@ -22,6 +22,8 @@ VPY="$VENV/bin/python"
 TORCH_PIN="torch==2.14.1 torchvision==0.29.1"
 MMCV_VERSION=2.1.0
 MM_PINS="mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0 ftfy regex"
+# The test tools; ONNX and ONNX Runtime run the export tests (setup.py's extras 'tests').
+TEST_PINS="pytest ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2"
 TOOL_PINS="setuptools>=77.0.3,<81 wheel ninja"
 
 step() { echo "[setup] $*"; }
@@ -106,7 +108,7 @@ fi
 
 # 5. The OpenMMLab toolboxes and the test tools.
 # shellcheck disable=SC2086
-pip_install $MM_PINS pytest ruff || fail "step 5: installing $MM_PINS"
+pip_install $MM_PINS $TEST_PINS || fail "step 5: installing $MM_PINS $TEST_PINS"
 
 # 6. mmo1d itself (compiles mmo1d._C; the CUDA kernels too when a toolkit is present).
 # A CUDA toolkit root has bin/nvcc and include/cuda_runtime.h (an nvcc on PATH may be a wrapper).

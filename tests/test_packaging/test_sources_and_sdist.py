@@ -1,0 +1,96 @@
+"""What a build compiles and what an sdist and a wheel carry (no compilation here).
+
+The sdist and the wheel's pure-Python part are built from a copy of the checkout's files (``git
+ls-files``: tracked, and new files not ignored), so that the file lists can be compared with it.
+"""
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from mmo1d.ops import _ext
+from mmo1d.ops.cuda_env import build_files, cpp_sources, cuda_sources, find_csrc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _listed(*paths: str) -> List[str]:
+    try:
+        out = subprocess.run(['git', 'ls-files', '--cached', '--others', '--exclude-standard', '--', *paths],
+                             cwd=REPO, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip('not a git checkout')
+    return sorted(p for p in out.splitlines() if (REPO / p).is_file())
+
+
+def _rel(paths: List[str], root: Path) -> List[str]:
+    return sorted(Path(p).relative_to(root).as_posix() for p in paths)
+
+
+def test_discovery_rules_on_nested_folders(tmp_path):
+    files = ['a.cpp', 'a.h', 'cpu/b.cpp', 'cpu/deep/c.cpp', 'op/x.cpp', 'op/x.h', 'op/cuda/y.cu', 'op/cuda/y.cuh',
+             'cuda/k.cu', 'cuda/k.cuh', 'cuda/host.cpp', 'cuda/sub/k2.cu', 'cuda/sub/t.h', 'notes.md']
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text('')
+    assert _rel(cpp_sources(str(tmp_path)), tmp_path) == ['a.cpp', 'cpu/b.cpp', 'cpu/deep/c.cpp', 'op/x.cpp']
+    assert _rel(cuda_sources(str(tmp_path)), tmp_path) == ['cuda/host.cpp', 'cuda/k.cu', 'cuda/sub/k2.cu',
+                                                          'op/cuda/y.cu']
+    assert _rel(build_files(str(tmp_path)), tmp_path) == sorted(set(files) - {'notes.md'})
+
+
+def test_every_listed_source_is_built():
+    tracked = [p[len('csrc/'):] for p in _listed('csrc')]
+    csrc = REPO / 'csrc'
+    cpp, cuda = _rel(cpp_sources(str(csrc)), csrc), _rel(cuda_sources(str(csrc)), csrc)
+    assert not set(cpp) & set(cuda)
+    assert set(cpp) | set(cuda) >= {p for p in tracked if p.endswith(('.cpp', '.cu'))}
+    assert {p for p in tracked if p.endswith('.cu')} <= set(cuda)
+    assert set(_rel(build_files(str(csrc)), csrc)) >= set(tracked)
+    # The just-in-time build of this (editable) install reads the source tree.
+    assert _ext.cuda_sources() == cuda_sources(str(csrc))
+
+
+@pytest.fixture(scope='module')
+def source_copy(tmp_path_factory) -> Path:
+    """The files of the checkout, copied."""
+    root = tmp_path_factory.mktemp('src')
+    for path in _listed('.'):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / path, root / path)
+    return root
+
+
+def _setup(root: Path, *args: str) -> None:
+    proc = subprocess.run([sys.executable, 'setup.py', '-q', *args], cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_sdist_carries_the_sources_and_configs(source_copy, tmp_path):
+    _setup(source_copy, 'sdist', '--dist-dir', str(tmp_path))
+    [archive] = tmp_path.glob('mmo1d-*.tar.gz')
+    with tarfile.open(archive) as tar:
+        names = {n.split('/', 1)[1] for n in tar.getnames() if '/' in n and not tar.getmember(n).isdir()}
+    assert {n for n in names if n.startswith(('csrc/', 'configs/'))} == set(_listed('csrc', 'configs'))
+    assert {'setup.py', 'pyproject.toml', 'MANIFEST.in', 'README.md', 'mmo1d/ops/_ext.py',
+            'mmo1d/ops/cuda_env.py', 'mmo1d/ops/cuda_arch.py', 'mmo1d/utils/version_check.py',
+            'tools/train.py', 'tools/test.py'} <= names
+
+
+def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_path):
+    """``build_py`` writes the wheel's pure-Python part: the package with ``mmo1d/csrc``."""
+    _setup(source_copy, 'build_py', '--build-lib', str(tmp_path))
+    package = tmp_path / 'mmo1d'
+    shipped = package / 'csrc'
+    assert sorted(p.relative_to(shipped).as_posix() for p in shipped.rglob('*') if p.is_file()) == [
+        p[len('csrc/'):] for p in _listed('csrc')]
+    assert (package / 'ops' / '_ext.py').is_file()
+    # What mmo1d.ops._ext finds in an installed package: the shipped sources, not a source tree.
+    assert find_csrc(str(package)) == str(shipped)
+    assert _rel(cuda_sources(str(shipped)), shipped) == [p[len('csrc/'):] for p in _listed('csrc')
+                                                         if p.endswith('.cu')]
