@@ -90,3 +90,15 @@ def assert_png_size(path, fig, dpi=100):
     width, height = fig.get_size_inches()
     image = np.asarray(Image.open(path))
     assert image.shape[:2] == (round(height * dpi), round(width * dpi))
+
+
+def test_op_benchmark_tool_draws_its_figure(tmp_path, monkeypatch):
+    """benchmark_op.py writes the figure next to its JSON (its GPU run replaced by the committed result)."""
+    spec = importlib.util.spec_from_file_location('benchmark_op', TOOL.parent / 'benchmark_op.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    result = json.loads(OP_JSON.read_text())
+    monkeypatch.setattr(tool, 'run', lambda args: result)
+    tool.main(['--out-dir', str(tmp_path)])
+    assert (tmp_path / 'NVIDIA_H100_80GB_HBM3.json').exists() and (tmp_path / 'NVIDIA_H100_80GB_HBM3.md').exists()
+    assert np.asarray(Image.open(tmp_path / 'NVIDIA_H100_80GB_HBM3.png')).shape[:2] == (1210, 1260)

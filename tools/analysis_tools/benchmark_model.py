@@ -9,7 +9,7 @@ model and input. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, media
 models of one size are timed in interleaved rounds (every model once per round) and each reports
 the median over rounds, so that a slow phase of a shared GPU affects the baseline and the models
 alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated``. Writes
-``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command.
+``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command, and the figure ``.png``.
 
 Examples::
 
@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mmo1d.analysis.plots import plot_model_benchmark
 from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
 from mmo1d.benchmark.timing import command_line, nvidia_driver, utc_now
 
@@ -239,8 +240,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     md = summarize(result)
     with open(stem + '.md', 'w') as f:
         f.write(md + '\n')
+    plot_model_benchmark(result, stem + '.png')
     print(md)
-    print(f'wrote {stem}.json and {stem}.md')
+    print(f'wrote {stem}.json, .md and .png')
     return result
 
 

@@ -10,7 +10,7 @@ kernel size run in interleaved rounds):
 
 for fp32 NCHW and bf16 channels_last, forward and forward+backward (input and weight gradients),
 plus the peak memory of each and the device-to-device copy bandwidth (memory roofline). Writes
-``<out-dir>/<gpu>.json`` and ``<out-dir>/<gpu>.md``.
+``<out-dir>/<gpu>.json``, ``<out-dir>/<gpu>.md`` and the figure ``<out-dir>/<gpu>.png`` (time per angle).
 
 Example::
 
@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
+from mmo1d.analysis.plots import plot_op_benchmark
 from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
 
@@ -232,8 +233,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     md = summarize(result)
     with open(osp.join(args.out_dir, f'{name}.md'), 'w') as f:
         f.write(md + '\n')
+    plot_op_benchmark(result, osp.join(args.out_dir, f'{name}.png'))
     print(md)
-    print(f'wrote {json_path}')
+    print(f'wrote {json_path}, .md and .png')
 
 
 if __name__ == '__main__':
