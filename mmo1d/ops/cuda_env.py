@@ -22,10 +22,14 @@ HEADER_SUFFIXES = ('.h', '.hpp', '.cuh')
 
 def find_csrc(package_dir: str) -> Optional[str]:
     """The sources of the package in ``package_dir``: ``<package_dir>/csrc`` in a built package,
-    else ``csrc/`` of the source tree next to it; ``None`` when neither exists."""
-    for candidate in (osp.join(package_dir, 'csrc'), osp.join(osp.dirname(package_dir), 'csrc')):
-        if osp.isdir(candidate):
-            return candidate
+    else ``csrc/`` of the source tree (the folder with ``setup.py``) that holds the package;
+    ``None`` when neither exists."""
+    shipped = osp.join(package_dir, 'csrc')
+    if osp.isdir(shipped):
+        return shipped
+    root = osp.dirname(package_dir)
+    if osp.isfile(osp.join(root, 'setup.py')) and osp.isdir(osp.join(root, 'csrc')):
+        return osp.join(root, 'csrc')
     return None
 
 

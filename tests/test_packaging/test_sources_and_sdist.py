@@ -94,3 +94,8 @@ def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_pa
     assert find_csrc(str(package)) == str(shipped)
     assert _rel(cuda_sources(str(shipped)), shipped) == [p[len('csrc/'):] for p in _listed('csrc')
                                                          if p.endswith('.cu')]
+    # Without them, a folder named csrc next to the package is not taken for the sources: only
+    # that of a source tree (with setup.py) is.
+    shutil.move(shipped, tmp_path / 'csrc')
+    assert find_csrc(str(package)) is None
+    assert find_csrc(str(source_copy / 'mmo1d')) == str(source_copy / 'csrc')
