@@ -19,6 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
 from .plots import save_figure
@@ -133,10 +134,11 @@ def draw_sparsity(path: str, reports: Sequence[dict], names: Sequence[str], dpi:
     for edge in edges:
         curves.axvline(edge - 0.5, color='grey', lw=0.8, ls=':')
     bars.set_xticks(sorted({s['stage'] for r in reports for s in r['stages']}))
-    bars.set_xlabel('stage')
+    bars.set_xlabel('stage (stages.<i>)')
     bars.set_ylabel(f"weights above {first['fraction']:.0%} of the layer max")
     bars.set_ylim(0, 1.05)
-    curves.set_xlabel('block (dotted lines: stage boundaries)')
+    curves.xaxis.set_major_locator(MaxNLocator(integer=True))
+    curves.set_xlabel('block, counted over the network (dotted lines: stage boundaries)')
     curves.set_ylim(0, 1.05)
     curves.legend(fontsize=8)
     for ax in (bars, curves):
