@@ -3,6 +3,7 @@
 The sdist and the wheel's pure-Python part are built from a copy of the checkout's files (``git
 ls-files``: tracked, and new files not ignored), so that the file lists can be compared with it.
 """
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
+import torch
 
 from mmo1d.ops import _ext
 from mmo1d.ops.cuda_env import build_files, cpp_sources, cuda_sources, find_csrc
@@ -99,3 +101,17 @@ def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_pa
     shutil.move(shipped, tmp_path / 'csrc')
     assert find_csrc(str(package)) is None
     assert find_csrc(str(source_copy / 'mmo1d')) == str(source_copy / 'csrc')
+
+
+def test_build_refuses_old_gpu_targets_before_compiling(source_copy, tmp_path):
+    """A CUDA build for sm_75 stops with the reason, before any compiler runs (CC/CXX would fail)."""
+    from torch.utils.cpp_extension import CUDA_HOME
+    if CUDA_HOME is None or torch.version.cuda is None:
+        pytest.skip('a CUDA build needs a CUDA toolkit and a CUDA build of torch')
+    env = {**os.environ, 'FORCE_CUDA': '1', 'TORCH_CUDA_ARCH_LIST': '7.5;8.0', 'CC': 'false', 'CXX': 'false'}
+    proc = subprocess.run([sys.executable, 'setup.py', '-q', 'build_ext', '--build-temp', str(tmp_path / 'temp'),
+                           '--build-lib', str(tmp_path / 'lib')], cwd=source_copy, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "error: TORCH_CUDA_ARCH_LIST='7.5;8.0' asks for 7.5, which mmo1d cannot build" in proc.stderr
+    assert 'cp.async' in proc.stderr and not (tmp_path / 'temp').exists()
