@@ -1,0 +1,54 @@
+"""demo/image_demo.py paints each toolbox's prediction of demo/demo.jpg into a PNG, on the CPU."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from .utils import IMAGE, REPO
+
+DEMO_SCRIPT = REPO / 'demo' / 'image_demo.py'
+
+
+def _demo(args: list, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore'}
+    return subprocess.run([sys.executable, str(DEMO_SCRIPT), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.parametrize('task, extra', [
+    ('seg', ['--opacity', '1.0']),
+    # The 2-iteration detector's scores are low: draw every box.
+    ('det', ['--score-thr', '0']),
+    ('cls', []),
+])
+def test_demo_writes_the_painted_prediction(task: str, extra: list, trained: dict, tmp_path: Path) -> None:
+    run = trained[task]
+    out = tmp_path / f'{task}.png'
+    proc = _demo([str(IMAGE), str(run['config']), str(run['checkpoint']), '--out-file', str(out), '--device', 'cpu',
+                  *extra], run['cwd'])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert f'painted prediction written to {out}' in proc.stdout
+    painted, image = cv2.imread(str(out)), cv2.imread(str(IMAGE))
+    assert painted is not None and painted.shape == image.shape
+    if task == 'seg':
+        # Opaque masks: every pixel has the colour of a class in the checkpoint's dataset_meta.
+        palette = torch.load(run['checkpoint'], weights_only=False)['meta']['dataset_meta']['palette']
+        assert {tuple(c) for c in painted[..., ::-1].reshape(-1, 3).tolist()} <= {tuple(c) for c in palette}
+    # Something was painted over the image (masks, boxes, or the class label).
+    changed = np.abs(painted.astype(np.int16) - image.astype(np.int16)).max(axis=2) > 40
+    assert changed.mean() > (0.5 if task == 'seg' else 0.001)
+
+
+def test_demo_names_bad_inputs(tmp_path: Path) -> None:
+    proc = _demo([str(IMAGE), str(tmp_path / 'missing.py'), str(IMAGE), '--out-file', str(tmp_path / 'x.png')],
+                 tmp_path)
+    assert proc.returncode != 0 and 'config file not found' in proc.stderr
+    config = tmp_path / 'mmengine_only.py'
+    config.write_text("default_scope = 'mmengine'\n")
+    proc = _demo([str(IMAGE), str(config), str(IMAGE)], tmp_path)
+    assert proc.returncode != 0 and "default_scope is 'mmengine'" in proc.stderr
