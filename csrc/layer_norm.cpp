@@ -16,14 +16,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cpu(const at::Tensor& inp
   return layer_norm_last_composite(input, weight, bias, eps, gelu, out_dtype);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& rstd, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
-    std::array<bool, 3> output_mask) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad_output, const at::Tensor& input,
+                                                            const at::Tensor& mean, const at::Tensor& rstd,
+                                                            const at::Tensor& weight, const at::Tensor& bias, bool gelu,
+                                                            std::array<bool, 3> output_mask) {
   TORCH_CHECK(grad_output.sizes() == input.sizes(),
               "layer_norm_last_backward: grad_output must have the input's shape");
-  return layer_norm_last_backward_composite(grad_output, input, mean, rstd, weight, bias, gelu,
-                                            output_mask);
+  return layer_norm_last_backward_composite(grad_output, input, mean, rstd, weight, bias, gelu, output_mask);
 }
 
 using torch::autograd::AutogradContext;
@@ -37,8 +36,7 @@ class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunc
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("mmo1d::layer_norm_last", "")
                          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-                             const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool,
-                             at::ScalarType)>();
+                             const at::Tensor&, const at::Tensor&, const at::Tensor&, double, bool, at::ScalarType)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     auto [y, mean, rstd] = op.call(input, weight, bias, eps, gelu, out_dtype);
     ctx->save_for_backward({input, mean, rstd, weight, bias});
@@ -54,22 +52,19 @@ class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunc
                              const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                              const at::Tensor&, const at::Tensor&, bool, std::array<bool, 3>)>();
     const auto saved = ctx->get_saved_variables();
-    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-                                      ctx->needs_input_grad(2)};
+    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
     if (!mask[0] && !mask[1] && !mask[2]) {
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
-    auto [grad_input, grad_weight, grad_bias] =
-        op.call(grad_outputs[0].contiguous(), saved[0], saved[1], saved[2], saved[3], saved[4],
-                ctx->saved_data["gelu"].toBool(), mask);
+    auto [grad_input, grad_weight, grad_bias] = op.call(grad_outputs[0].contiguous(), saved[0], saved[1], saved[2],
+                                                        saved[3], saved[4], ctx->saved_data["gelu"].toBool(), mask);
     return {grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_autograd(const at::Tensor& input,
-                                                                const at::Tensor& weight,
-                                                                const at::Tensor& bias, double eps,
-                                                                bool gelu, at::ScalarType out_dtype) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_autograd(const at::Tensor& input, const at::Tensor& weight,
+                                                                const at::Tensor& bias, double eps, bool gelu,
+                                                                at::ScalarType out_dtype) {
   auto out = LayerNormLastFunction::apply(input, weight, bias, eps, gelu, out_dtype);
   return {out[0], out[1], out[2]};
 }

@@ -19,7 +19,7 @@
 #include <string>
 #include <tuple>
 
-#include "oriented_dwconv1d.h"
+#include "common.h"
 
 namespace mmo1d {
 
@@ -42,12 +42,11 @@ inline bool layer_norm_dtypes_supported(at::ScalarType in, at::ScalarType out) {
 }
 
 // Checks shared by every device: dtypes, shapes, finite eps. Returns the number of channels C.
-inline int64_t check_layer_norm_args(const char* name, const at::Tensor& input,
-                                     const at::Tensor& weight, const at::Tensor& bias, double eps,
-                                     at::ScalarType out_dtype) {
+inline int64_t check_layer_norm_args(const char* name, const at::Tensor& input, const at::Tensor& weight,
+                                     const at::Tensor& bias, double eps, at::ScalarType out_dtype) {
   TORCH_CHECK(input.dim() >= 1, name, ": input must have at least one dimension (..., C)");
-  TORCH_CHECK(layer_norm_dtypes_supported(input.scalar_type(), out_dtype), name,
-              ": unsupported dtypes, input ", input.scalar_type(), " and output ", out_dtype,
+  TORCH_CHECK(layer_norm_dtypes_supported(input.scalar_type(), out_dtype), name, ": unsupported dtypes, input ",
+              input.scalar_type(), " and output ", out_dtype,
               " (supported: the same floating dtype, float16/bfloat16 -> float32, "
               "float32 -> float16/bfloat16)");
   const int64_t C = input.size(-1);
@@ -55,8 +54,7 @@ inline int64_t check_layer_norm_args(const char* name, const at::Tensor& input,
   TORCH_CHECK(weight.dim() == 1 && weight.numel() == C && bias.dim() == 1 && bias.numel() == C, name,
               ": weight and bias must have shape (C,) = (" + std::to_string(C) + ",), got " +
                   shape_str(weight.sizes()) + " and " + shape_str(bias.sizes()));
-  TORCH_CHECK(weight.is_floating_point() && bias.is_floating_point(), name,
-              ": weight and bias must be floating point");
+  TORCH_CHECK(weight.is_floating_point() && bias.is_floating_point(), name, ": weight and bias must be floating point");
   TORCH_CHECK(weight.device() == input.device() && bias.device() == input.device(), name,
               ": input, weight and bias must be on one device");
   TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, name, ": eps must be finite and non-negative");
@@ -64,9 +62,10 @@ inline int64_t check_layer_norm_args(const char* name, const at::Tensor& input,
 }
 
 // Composite of ATen ops (any device): (y, mean, rstd), mean and rstd of shape (rows,).
-inline std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_composite(
-    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, double eps, bool gelu,
-    at::ScalarType out_dtype) {
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_composite(const at::Tensor& input,
+                                                                                const at::Tensor& weight,
+                                                                                const at::Tensor& bias, double eps,
+                                                                                bool gelu, at::ScalarType out_dtype) {
   const int64_t C = input.size(-1);
   const auto acc = layer_norm_acc_type(input.scalar_type());
   const auto x = input.to(acc).reshape({-1, C});
@@ -82,9 +81,8 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_composite(
 
 // Composite backward: (grad_input, grad_weight, grad_bias); undefined where output_mask is false.
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_backward_composite(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& rstd, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
-    std::array<bool, 3> output_mask) {
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const at::Tensor& weight, const at::Tensor& bias, bool gelu, std::array<bool, 3> output_mask) {
   const int64_t C = input.size(-1);
   const auto acc = layer_norm_acc_type(input.scalar_type());
   const auto w = weight.to(acc);
@@ -97,9 +95,8 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_last_backward_c
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
     const auto g = d * w;
-    grad_input = (r * (g - g.mean(1, true) - xhat * (g * xhat).mean(1, true)))
-                     .to(input.scalar_type())
-                     .reshape(input.sizes());
+    grad_input =
+        (r * (g - g.mean(1, true) - xhat * (g * xhat).mean(1, true))).to(input.scalar_type()).reshape(input.sizes());
   }
   if (output_mask[1]) {
     grad_weight = (d * xhat).sum(0).to(weight.scalar_type());

@@ -1,10 +1,9 @@
-// Schema, argument checks and autocast policy of the mmo1d oriented depthwise 1D convolution.
+// Schema, autograd and autocast policy of the mmo1d oriented depthwise 1D convolution.
 // Device kernels live in cpu/ and cuda/ and register themselves for their dispatch keys.
 #include "oriented_dwconv1d.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
-#include <torch/extension.h>
 #include <torch/library.h>
 
 namespace mmo1d {
@@ -15,8 +14,7 @@ namespace {
 // always computed from float32 angles).
 template <c10::DispatchKey autocast_key, c10::DeviceType device_type>
 at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                            const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding,
-                            bool residual) {
+                            const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
   const auto dtype = at::autocast::get_autocast_dtype(device_type);
   c10::optional<at::Tensor> cast_bias;
@@ -28,8 +26,8 @@ at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, c
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                          const c10::optional<at::Tensor>&, int64_t, bool, bool)>();
   return op.call(at::autocast::cached_cast(dtype, input, device_type),
-                 at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride,
-                 floor_rounding, residual);
+                 at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride, floor_rounding,
+                 residual);
 }
 
 using torch::autograd::AutogradContext;
@@ -78,16 +76,14 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
     }
     // Tensor inputs in order: input, weight, theta, then bias when given.
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3)) {
-      grad_bias = grad.sum({0, 2, 3}, false, at::promote_types(grad.scalar_type(), at::kFloat))
-                      .to(grad.scalar_type());
+      grad_bias = grad.sum({0, 2, 3}, false, at::promote_types(grad.scalar_type(), at::kFloat)).to(grad.scalar_type());
     }
     return {grad_input, grad_weight, at::Tensor(), grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                            const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding,
-                            bool residual) {
+                            const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
   return OrientedDWConv1dFunction::apply(input, weight, theta, bias, stride, floor_rounding, residual);
 }
 
@@ -103,6 +99,9 @@ TORCH_LIBRARY(mmo1d, m) {
   m.def(
       "oriented_dwconv1d_backward_weight(Tensor grad_output, Tensor input, Tensor weight, "
       "Tensor theta, int stride, bool floor_rounding) -> Tensor");
+  // The kernel path a call takes on input's device ("forward", "backward_input" or
+  // "backward_weight"): a debugging and testing aid, see mmo1d.ops.oriented_dwconv1d_path.
+  m.def("oriented_dwconv1d_path(Tensor input, Tensor weight, int stride, str pass) -> str");
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
@@ -110,26 +109,11 @@ TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCPU, m) {
-  m.impl("oriented_dwconv1d",
-         forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCUDA, m) {
-  m.impl("oriented_dwconv1d",
-         forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
 }
 
 }  // namespace mmo1d
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "mmo1d compiled ops (oriented depthwise 1D convolution)";
-  m.def(
-      "cuda_compiled", []() {
-#ifdef MMO1D_WITH_CUDA
-        return true;
-#else
-        return false;
-#endif
-      },
-      "Whether the CUDA kernels were compiled into this module.");
-}

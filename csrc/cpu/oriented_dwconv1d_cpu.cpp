@@ -25,8 +25,8 @@ at::Tensor offsets_table(const at::Tensor& theta, int64_t K, bool floor_rounding
     float s, co;
     angle_sincos(t_ptr[c], &s, &co);
     for (int64_t t = 0; t < K; ++t) {
-      tap_offset(static_cast<int>(t), static_cast<int>(K), s, co, floor_rounding,
-                 &o_ptr[(c * K + t) * 2], &o_ptr[(c * K + t) * 2 + 1]);
+      tap_offset(static_cast<int>(t), static_cast<int>(K), s, co, floor_rounding, &o_ptr[(c * K + t) * 2],
+                 &o_ptr[(c * K + t) * 2 + 1]);
     }
   }
   return table;
@@ -37,8 +37,6 @@ inline void valid_range(int64_t o, int64_t s, int64_t L, int64_t Lo, int64_t* lo
   *lo = o >= 0 ? 0 : (-o + s - 1) / s;
   *hi = std::min(L - 1 - o >= 0 ? (L - 1 - o) / s + 1 : int64_t{0}, Lo);
 }
-
-at::ScalarType opmath_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
 struct Geometry {
   int64_t N, C, H, W, K, Ho, Wo, s;
@@ -53,18 +51,12 @@ void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), "oriented_dwconv1d (CPU kernel): ", name, " is on ", t.device());
 }
 
-void check_grad_output(const at::Tensor& grad_output, const Geometry& g) {
-  TORCH_CHECK(grad_output.dim() == 4 && grad_output.size(0) == g.N && grad_output.size(1) == g.C &&
-                        grad_output.size(2) == g.Ho && grad_output.size(3) == g.Wo,
-                    "oriented_dwconv1d backward: grad_output has shape ", shape_str(grad_output),
-                    ", expected ", shape_str({g.N, g.C, g.Ho, g.Wo}));
+int64_t grain(const Geometry& g) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.H * g.W * g.K));
 }
 
-int64_t grain(const Geometry& g) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.H * g.W * g.K)); }
-
 template <typename T>
-void forward_planes(const T* x, const T* w, const T* b, const int* table, T* y, const Geometry& g,
-                    bool residual) {
+void forward_planes(const T* x, const T* w, const T* b, const int* table, T* y, const Geometry& g, bool residual) {
   at::parallel_for(0, g.N * g.C, grain(g), [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t c = plane % g.C;
@@ -92,8 +84,7 @@ void forward_planes(const T* x, const T* w, const T* b, const int* table, T* y, 
 }
 
 template <typename T>
-void backward_input_planes(const T* dy, const T* w, const int* table, T* dx, const Geometry& g,
-                           bool residual) {
+void backward_input_planes(const T* dy, const T* w, const int* table, T* dx, const Geometry& g, bool residual) {
   at::parallel_for(0, g.N * g.C, grain(g), [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t c = plane % g.C;
@@ -149,12 +140,11 @@ void backward_weight_channels(const T* dy, const T* x, const int* table, double*
 }
 
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                       const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding,
-                       bool residual) {
+                       const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
   check_forward_args(input, weight, theta, bias, stride);
   check_cpu(input, "input");
   const Geometry g = geometry(input, weight.size(1), stride);
-  const auto op_t = opmath_type(input.scalar_type());
+  const auto op_t = accumulation_type(input.scalar_type());
   const at::Tensor x = input.to(op_t).contiguous();
   const at::Tensor w = weight.to(op_t).contiguous();
   const bool has_bias = bias.has_value() && bias->defined();
@@ -163,8 +153,8 @@ at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight, const 
   at::Tensor y = at::empty({g.N, g.C, g.Ho, g.Wo}, x.options());
   AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_cpu", [&] {
     forward_planes<scalar_t>(x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                             has_bias ? b.data_ptr<scalar_t>() : nullptr, table.data_ptr<int>(),
-                             y.data_ptr<scalar_t>(), g, residual);
+                             has_bias ? b.data_ptr<scalar_t>() : nullptr, table.data_ptr<int>(), y.data_ptr<scalar_t>(),
+                             g, residual);
   });
   return y.to(input.scalar_type()).contiguous(output_memory_format(input));
 }
@@ -174,39 +164,36 @@ Geometry backward_geometry(const at::Tensor& grad_output, const at::Tensor& inpu
                            const at::Tensor& theta, int64_t stride) {
   check_forward_args(input, weight, theta, c10::nullopt, stride);
   check_cpu(grad_output, "grad_output");
-  const Geometry g = geometry(input, weight.size(1), stride);
-  check_grad_output(grad_output, g);
-  return g;
+  check_grad_output(grad_output, input, stride);
+  return geometry(input, weight.size(1), stride);
 }
 
-at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                              const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
-                              bool floor_rounding, bool residual) {
+at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                              const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
-  const auto op_t = opmath_type(input.scalar_type());
+  const auto op_t = accumulation_type(input.scalar_type());
   const at::Tensor dy = grad_output.to(op_t).contiguous();
   const at::Tensor w = weight.to(op_t).contiguous();
   const at::Tensor table = offsets_table(theta, g.K, floor_rounding);
   at::Tensor dx = at::empty({g.N, g.C, g.H, g.W}, dy.options());
   AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_backward_input_cpu", [&] {
-    backward_input_planes<scalar_t>(dy.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
-                                    table.data_ptr<int>(), dx.data_ptr<scalar_t>(), g, residual);
+    backward_input_planes<scalar_t>(dy.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), table.data_ptr<int>(),
+                                    dx.data_ptr<scalar_t>(), g, residual);
   });
   return dx.to(input.scalar_type()).contiguous(output_memory_format(input));
 }
 
-at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input,
-                               const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
-                               bool floor_rounding) {
+at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                               const at::Tensor& theta, int64_t stride, bool floor_rounding) {
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
-  const auto op_t = opmath_type(input.scalar_type());
+  const auto op_t = accumulation_type(input.scalar_type());
   const at::Tensor dy = grad_output.to(op_t).contiguous();
   const at::Tensor x = input.to(op_t).contiguous();
   const at::Tensor table = offsets_table(theta, g.K, floor_rounding);
   at::Tensor dw = at::empty({g.C, g.K}, at::TensorOptions().dtype(at::kDouble));
   AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_backward_weight_cpu", [&] {
-    backward_weight_channels<scalar_t>(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(),
-                                       table.data_ptr<int>(), dw.data_ptr<double>(), g);
+    backward_weight_channels<scalar_t>(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), table.data_ptr<int>(),
+                                       dw.data_ptr<double>(), g);
   });
   return dw.to(weight.scalar_type());
 }
@@ -217,6 +204,14 @@ TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {
   m.impl("oriented_dwconv1d", &forward_cpu);
   m.impl("oriented_dwconv1d_backward_input", &backward_input_cpu);
   m.impl("oriented_dwconv1d_backward_weight", &backward_weight_cpu);
+  m.impl("oriented_dwconv1d_path",
+         [](const at::Tensor& input, const at::Tensor& weight, int64_t stride, c10::string_view pass) -> std::string {
+           check_path_args(input, weight, stride);
+           TORCH_CHECK(pass == "forward" || pass == "backward_input" || pass == "backward_weight",
+                       "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or 'backward_weight', got '",
+                       std::string(pass), "'");
+           return "cpu";  // one kernel per pass on the CPU
+         });
 }
 
 }  // namespace mmo1d

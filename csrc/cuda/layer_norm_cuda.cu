@@ -82,10 +82,10 @@ __device__ __forceinline__ acc_t inv_sqrt(acc_t v) {
 
 // One row per group of G lanes; lane l holds vectors j = l + k * G (k < ceil(C / V / G)) of its row.
 template <typename in_t, typename out_t, typename acc_t, int V, bool GELU>
-__global__ void __launch_bounds__(kLnThreads) layer_norm_last_fwd_kernel(
-    const in_t* __restrict__ x, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
-    out_t* __restrict__ y, acc_t* __restrict__ mean_out, acc_t* __restrict__ rstd_out, int64_t M,
-    int C, int G, acc_t eps) {
+__global__ void __launch_bounds__(kLnThreads)
+    layer_norm_last_fwd_kernel(const in_t* __restrict__ x, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
+                               out_t* __restrict__ y, acc_t* __restrict__ mean_out, acc_t* __restrict__ rstd_out,
+                               int64_t M, int C, int G, acc_t eps) {
   constexpr int kCache = kLnValues / V;
   const int lane = threadIdx.x & (G - 1);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kLnThreads / G) + threadIdx.x / G;
@@ -171,11 +171,11 @@ __global__ void __launch_bounds__(kLnThreads) layer_norm_last_fwd_kernel(
 // vectors (NCH * V <= 32 values, so C <= kLayerNormMaxFusedChannels). part_w / part_b: (gridDim.x * kLnWarps, C), one
 // partial row per warp (nullptr when the weight / bias gradient is not wanted).
 template <typename in_t, typename g_t, typename acc_t, int V, int NCH, bool GELU>
-__global__ void __launch_bounds__(kLnThreads) layer_norm_last_bwd_kernel(
-    const g_t* __restrict__ dy, const in_t* __restrict__ x, const acc_t* __restrict__ mean,
-    const acc_t* __restrict__ rstd, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
-    in_t* __restrict__ dx, acc_t* __restrict__ part_w, acc_t* __restrict__ part_b, int64_t M, int C,
-    int G) {
+__global__ void __launch_bounds__(kLnThreads)
+    layer_norm_last_bwd_kernel(const g_t* __restrict__ dy, const in_t* __restrict__ x, const acc_t* __restrict__ mean,
+                               const acc_t* __restrict__ rstd, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
+                               in_t* __restrict__ dx, acc_t* __restrict__ part_w, acc_t* __restrict__ part_b, int64_t M,
+                               int C, int G) {
   constexpr int kCache = NCH;
   const int lane = threadIdx.x & (G - 1);
   const int rows_per_block = kLnThreads / G;
@@ -287,7 +287,9 @@ int lanes_per_row(int64_t vectors) {
   return g;
 }
 
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+bool aligned16(const at::Tensor& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+}
 
 // Calls f(in_t{}, out_t{}) for the supported pairs (checked before by check_layer_norm_args).
 template <typename F>
@@ -296,11 +298,16 @@ void dispatch_pair(at::ScalarType in, at::ScalarType out, F&& f) {
   using H = c10::Half;
   if (in == out) {
     switch (in) {
-      case at::kFloat: return f(float{}, float{});
-      case at::kDouble: return f(double{}, double{});
-      case at::kHalf: return f(H{}, H{});
-      case at::kBFloat16: return f(BF{}, BF{});
-      default: break;
+      case at::kFloat:
+        return f(float{}, float{});
+      case at::kDouble:
+        return f(double{}, double{});
+      case at::kHalf:
+        return f(H{}, H{});
+      case at::kBFloat16:
+        return f(BF{}, BF{});
+      default:
+        break;
     }
   } else if (out == at::kFloat && in == at::kHalf) {
     return f(H{}, float{});
@@ -350,9 +357,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
       const int G = lanes_per_row(C / V);
       const int64_t blocks = (M + kLnThreads / G - 1) / (kLnThreads / G);
       layer_norm_last_fwd_kernel<in_t, out_t, acc_t, V, GELU><<<blocks, kLnThreads, 0, stream>>>(
-          x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), y.data_ptr<out_t>(),
-          mean.data_ptr<acc_t>(), rstd.data_ptr<acc_t>(), M, static_cast<int>(C), G,
-          static_cast<acc_t>(eps));
+          x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), y.data_ptr<out_t>(), mean.data_ptr<acc_t>(),
+          rstd.data_ptr<acc_t>(), M, static_cast<int>(C), G, static_cast<acc_t>(eps));
     };
     constexpr int VW = vector_width<in_t, out_t>();
     const bool vec = C % VW == 0 && aligned16(x) && aligned16(y);
@@ -373,24 +379,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
   return {y, mean, rstd};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& rstd, const at::Tensor& weight, const at::Tensor& bias, bool gelu,
-    std::array<bool, 3> output_mask) {
-  const int64_t C = check_layer_norm_args("layer_norm_last_backward", input, weight, bias, 1.0,
-                                          input.scalar_type());
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& grad_output, const at::Tensor& input,
+                                                             const at::Tensor& mean, const at::Tensor& rstd,
+                                                             const at::Tensor& weight, const at::Tensor& bias,
+                                                             bool gelu, std::array<bool, 3> output_mask) {
+  const int64_t C = check_layer_norm_args("layer_norm_last_backward", input, weight, bias, 1.0, input.scalar_type());
   TORCH_CHECK(grad_output.sizes() == input.sizes(),
               "layer_norm_last_backward: grad_output must have the input's shape");
   TORCH_CHECK(input.is_cuda() && grad_output.is_cuda(), "layer_norm_last_backward: expected CUDA tensors");
   const auto acc = layer_norm_acc_type(input.scalar_type());
   const int64_t M = input.numel() / C;
-  TORCH_CHECK(mean.numel() == M && rstd.numel() == M && mean.scalar_type() == acc &&
-                  rstd.scalar_type() == acc,
+  TORCH_CHECK(mean.numel() == M && rstd.numel() == M && mean.scalar_type() == acc && rstd.scalar_type() == acc,
               "layer_norm_last_backward: mean and rstd must be the forward's statistics");
-  if (C > kLayerNormMaxFusedChannels ||
-      !layer_norm_dtypes_supported(input.scalar_type(), grad_output.scalar_type())) {
-    return layer_norm_last_backward_composite(grad_output, input, mean, rstd, weight, bias, gelu,
-                                              output_mask);
+  if (C > kLayerNormMaxFusedChannels || !layer_norm_dtypes_supported(input.scalar_type(), grad_output.scalar_type())) {
+    return layer_norm_last_backward_composite(grad_output, input, mean, rstd, weight, bias, gelu, output_mask);
   }
   const c10::cuda::CUDAGuard guard(input.device());
   const auto x = input.contiguous();
@@ -424,10 +426,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(
         part_b = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
       }
       layer_norm_last_bwd_kernel<in_t, g_t, acc_t, V, NCH, GELU><<<blocks, kLnThreads, 0, stream>>>(
-          dy.data_ptr<g_t>(), x.data_ptr<in_t>(), mean.data_ptr<acc_t>(), rstd.data_ptr<acc_t>(),
-          w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), dx.defined() ? dx.data_ptr<in_t>() : nullptr,
-          want_wb ? part_w.data_ptr<acc_t>() : nullptr, want_wb ? part_b.data_ptr<acc_t>() : nullptr,
-          M, static_cast<int>(C), G);
+          dy.data_ptr<g_t>(), x.data_ptr<in_t>(), mean.data_ptr<acc_t>(), rstd.data_ptr<acc_t>(), w.data_ptr<acc_t>(),
+          b.data_ptr<acc_t>(), dx.defined() ? dx.data_ptr<in_t>() : nullptr,
+          want_wb ? part_w.data_ptr<acc_t>() : nullptr, want_wb ? part_b.data_ptr<acc_t>() : nullptr, M,
+          static_cast<int>(C), G);
     };
     auto with_gelu = [&](auto v_const, auto nch_const) {
       if (gelu) {

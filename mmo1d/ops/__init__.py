@@ -1,9 +1,10 @@
 from . import onnx_lowering  # noqa: F401  (export decompositions and ONNX symbolics of the ops)
 from .layer_norm import autocast_output_dtype, layer_norm_last
-from .oriented_dwconv1d import OrientedDWConv1d, oriented_angles, oriented_dwconv1d
+from .oriented_dwconv1d import OrientedDWConv1d, oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
 from .reference import oriented_dwconv1d_reference, tap_offsets
 
 __all__ = [
-    'autocast_output_dtype', 'layer_norm_last', 'oriented_dwconv1d', 'OrientedDWConv1d', 'oriented_angles',
+    'autocast_output_dtype', 'layer_norm_last', 'oriented_dwconv1d', 'oriented_dwconv1d_path', 'OrientedDWConv1d',
+    'oriented_angles',
     'oriented_dwconv1d_reference', 'tap_offsets'
 ]

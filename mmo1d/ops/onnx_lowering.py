@@ -63,8 +63,10 @@ def oriented_dense_kernel(weight: Tensor,
     channels, k = weight.shape
     pad = k // 2
     angle = theta.to(torch.float32).to(torch.float64)
-    sin = angle.sin().to(torch.float32)
-    cos = angle.cos().to(torch.float32)
+    # A NaN or infinite angle has no direction (sine = cosine = 0), as in the kernels.
+    finite = torch.isfinite(angle)
+    sin = torch.where(finite, angle.sin(), torch.zeros_like(angle)).to(torch.float32)
+    cos = torch.where(finite, angle.cos(), torch.zeros_like(angle)).to(torch.float32)
     d = torch.arange(k, dtype=torch.float32, device=weight.device) - pad
     dh = _round(-d[None, :] * sin[:, None], floor_rounding)
     dw = _round(d[None, :] * cos[:, None], floor_rounding)

@@ -82,6 +82,40 @@ def oriented_dwconv1d(input: Tensor,
     return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding == 'floor', residual)
 
 
+PASSES = ('forward', 'backward_input', 'backward_weight')
+
+
+def oriented_dwconv1d_path(input: Tensor, weight: Tensor, stride: int = 1, pass_: str = 'forward') -> str:
+    """The kernel path a call of :func:`oriented_dwconv1d` takes, without running it.
+
+    On CUDA the dispatcher picks, per call, the fastest kernel family whose domain (dtype, layout,
+    stride, K, channel alignment) and the device's limits (shared memory, block and grid sizes)
+    admit the call, falling back to the general kernels; this names that choice. Useful to see which
+    kernels serve a model's shapes, and for tests that every path is exercised.
+
+    Args:
+        input (Tensor): The input of the call (its shape, dtype, layout, device and alignment count;
+            for ``'backward_input'`` the output gradient is taken to be laid out and aligned alike).
+        weight (Tensor): (C, K) or (C, 1, 1, K).
+        stride (int): Stride of the call. Default: 1.
+        pass_ (str): ``'forward'``, ``'backward_input'`` or ``'backward_weight'``.
+
+    Returns:
+        str: ``'cpu'`` on the CPU; on CUDA one of ``'gather_nchw'``, ``'gather_nhwc'`` (general
+        kernels; ``'+nchw_copies'`` when channels_last tensors go through NCHW copies),
+        ``'seg_nchw'``, ``'vec_nhwc'``, ``'win_nhwc'``, ``'win_classes_nhwc'``, ``'s2_nhwc'``
+        (fast gathers), ``'wgrad_nchw'``, ``'wgrad_nhwc'``, ``'seg_wgrad_nchw'``,
+        ``'vec_wgrad_nhwc'``, ``'vec_wgrad_classes_nhwc'`` (weight gradients).
+    """
+    if pass_ not in PASSES:
+        raise ValueError(f'oriented_dwconv1d_path: pass_ must be one of {PASSES}, got {pass_!r}')
+    if weight.dim() == 4:
+        weight = weight.flatten(1)
+    if input.is_cuda:
+        ensure_cuda_kernels()
+    return _ops.oriented_dwconv1d_path(input, weight, stride, pass_)
+
+
 def oriented_angles(channels: int, directions: int = 8, offset: float = 0.0) -> Tensor:
     """Per-channel angles: ``directions`` contiguous groups of channels, evenly spread over 180 deg.
 

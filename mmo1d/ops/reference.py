@@ -6,7 +6,8 @@ Kernels", ICCV 2023, Definition 1, with the truncation the released models use):
     y[n, c, p, q] = b[c] + sum_t w[c, t] * x[n, c, p*s + dh(c, t), q*s + dw(c, t)]
     d = t - K // 2,  dh = R(-d * sin(theta_c)),  dw = R(d * cos(theta_c))
 
-Taps outside the image read zero. ``R`` truncates toward zero (``rounding='trunc'``) or floors
+Taps outside the image read zero. A NaN or infinite angle has no direction: its sine and cosine
+are taken as 0, so every tap of that channel sits at the centre. ``R`` truncates toward zero (``rounding='trunc'``) or floors
 (``rounding='floor'``). The sine and cosine are the float32 values of the float32 angle, and the
 product with ``d`` is a float32 product. This module is the test oracle and the documented
 semantics; it materialises a (N, C, K, H', W') gather and is meant for small inputs only.
@@ -33,8 +34,11 @@ def tap_offsets(theta: Tensor, kernel_size: int, rounding: str = 'trunc') -> Tup
     if rounding not in ROUNDINGS:
         raise ValueError(f'rounding must be one of {ROUNDINGS}, got {rounding!r}')
     angle = theta.detach().to(torch.float32).to(torch.float64)
-    sin = torch.sin(angle).to(torch.float32)
-    cos = torch.cos(angle).to(torch.float32)
+    # A NaN or infinite angle has no direction: every tap sits at the centre (sine = cosine = 0).
+    finite = torch.isfinite(angle)
+    angle = torch.where(finite, angle, torch.zeros_like(angle))
+    sin = torch.where(finite, torch.sin(angle), torch.zeros_like(angle)).to(torch.float32)
+    cos = torch.where(finite, torch.cos(angle), torch.zeros_like(angle)).to(torch.float32)
     d = (torch.arange(kernel_size, device=theta.device) - kernel_size // 2).to(torch.float32)
     vh = -d[None, :] * sin[:, None]
     vw = d[None, :] * cos[:, None]

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The CUDA op's robustness checks on a GPU machine, in stages that each fit a short session:
+#
+#   bash .dev_scripts/gpu_kernel_check.sh build    OUT_DIR   # build in place (and .old/ if present)
+#   bash .dev_scripts/gpu_kernel_check.sh tests    OUT_DIR   # op tests with the shape fuzz, AMP backbones
+#   bash .dev_scripts/gpu_kernel_check.sh compare  OUT_DIR   # bit-identity with the build in .old/
+#   bash .dev_scripts/gpu_kernel_check.sh sanitize OUT_DIR   # compute-sanitizer memcheck + racecheck
+#   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
+#
+# .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
+# README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
+set -uo pipefail
+STAGE=$1
+mkdir -p "$2"
+OUT=$(cd "$2" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PY=${PYTHON:-python}
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} FORCE_CUDA=1 PYTHONUNBUFFERED=1
+header() {
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
+  echo "commit: ${SOURCE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+}
+case "$STAGE" in
+  build)
+    start=$(date +%s)
+    if [ -d .old ]; then
+      (cd .old && MAX_JOBS=4 "$PY" setup.py build_ext --inplace >"$OUT/old_build.log" 2>&1; echo "old build: $?") &
+    fi
+    MAX_JOBS=12 "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
+    echo "build: $? after $(($(date +%s) - start)) s"
+    wait
+    echo "builds done after $(($(date +%s) - start)) s"
+    ;;
+  tests)
+    {
+      header
+      PYTHONPATH=$ROOT "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q \
+        -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
+      echo "pytest exit status: $?"
+      PYTHONPATH=$ROOT "$PY" -m pytest tests/test_ops -q -p no:cacheprovider -k bad_inputs
+      echo "pytest exit status (bad inputs): $?"
+    } 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25
+    ;;
+  compare)
+    header | tee "$OUT/compare.log"
+    repro='import torch; from mmo1d.ops import oriented_angles, oriented_dwconv1d
+x = torch.randn(2, 64, 512, 512, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+w = torch.randn(64, 15, device="cuda", dtype=torch.float16)
+y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.synchronize(); print("ok", tuple(y.shape))'
+    for build in old new; do
+      dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
+      echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
+      PYTHONPATH=$dir "$PY" -c "$repro" 2>&1 | tail -n 1
+      PYTHONPATH=$dir "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
+    done 2>&1 | tee -a "$OUT/compare.log"
+    "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |
+      tee -a "$OUT/compare.log" | tail -n 15
+    ;;
+  sanitize)
+    {
+      header
+      echo "== memcheck"
+      PYTHONPATH=$ROOT compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
+      echo "memcheck exit status: $?"
+      echo "== racecheck (every other case)"
+      PYTHONPATH=$ROOT compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
+        "$PY" .dev_scripts/sanitize_op.py --quick
+      echo "racecheck exit status: $?"
+    } 2>&1 | tee "$OUT/sanitizer.log" | grep -v '^(' | tail -n 30
+    ;;
+  train)
+    export PYTHONPATH=$ROOT
+    DATA=$OUT/data
+    "$PY" tools/dataset_converters/make_demo_data.py --out "$DATA" --ade-train 16 --ade-val 4 --coco-train 16 \
+      --coco-val 4 >"$OUT/demo_data.log" 2>&1 || { tail "$OUT/demo_data.log"; exit 1; }
+    SEG=configs/demo/oriented-convnext-tiny-1d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py
+    DET=configs/demo/cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-40iter_coco-demo.py
+    ITERS=${ITERS:-12}
+    for run in "seg 1dpp $SEG" "seg 2dpp $SEG" "det 1dpp $DET" "det 2dpp $DET"; do
+      set -- $run
+      if [ "$1" = seg ]; then
+        data="train_dataloader.dataset.data_root=$DATA/ade/ADEChallengeData2016 val_dataloader.dataset.data_root=$DATA/ade/ADEChallengeData2016"
+      else
+        data="train_dataloader.dataset.data_root=$DATA/coco/ val_dataloader.dataset.data_root=$DATA/coco/ val_evaluator.ann_file=$DATA/coco/annotations/instances_val2017.json"
+      fi
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      "$PY" tools/train.py "$3" --work-dir "$OUT/work/$1-$2" --cfg-options model.backbone.variant=$2 \
+        train_cfg.max_iters=$ITERS train_cfg.val_interval=1000 default_hooks.logger.interval=4 \
+        default_hooks.checkpoint.interval=1000 $data >"$OUT/train_$1-$2.log" 2>&1
+      echo "$1 T-$2: exit $? after $(($(date +%s) - start)) s; $(grep -o 'Iter(train) \[ *[0-9]*/[0-9]*\].*loss: [0-9.]*' \
+        "$OUT/train_$1-$2.log" | tail -n 1 | cut -c1-160)"
+    done | tee "$OUT/train.log"
+    ;;
+  *) echo "unknown stage $STAGE" >&2; exit 2 ;;
+esac

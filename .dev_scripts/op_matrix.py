@@ -1,0 +1,105 @@
+"""Fingerprints of the CUDA op's outputs and gradients over a matrix of calls, to show that two
+builds compute bit for bit the same (e.g. before and after a restructuring of the sources).
+
+    python .dev_scripts/op_matrix.py dump OUT.json       # with one build importable
+    python .dev_scripts/op_matrix.py compare A.json B.json
+
+Every case runs forward, input gradient and weight gradient from fixed seeds; a case records the
+SHA-1 of each result's bytes, or the error it raised.
+"""
+import argparse
+import hashlib
+import itertools
+import json
+import math
+import sys
+
+import torch
+
+from mmo1d.ops import oriented_angles, oriented_dwconv1d
+
+SHAPES = [(2, 64, 56, 56), (2, 20, 30, 31), (4, 96, 28, 28), (1, 512, 14, 14), (2, 48, 97, 61), (1, 64, 224, 224)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+
+
+def cases():
+    for (n, c, h, w), dtype, layout, stride, k in itertools.product(SHAPES, DTYPES, ('nchw', 'channels_last'),
+                                                                    (1, 2, 3), (7, 15, 31, 63)):
+        if h * w > 60_000 and (k != 15 or stride != 2):
+            continue  # the large plane only as the 1D stems use it
+        yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout=layout, stride=stride, k=k,
+                   residual=stride == 1 and k == 31, floor=k == 7)
+
+
+def case_id(cs: dict) -> str:
+    return '{n}x{c}x{h}x{w}-{dt}-{layout}-s{stride}-k{k}-r{residual:d}-f{floor:d}'.format(
+        dt=str(cs['dtype']).replace('torch.', ''), **cs)
+
+
+def digest(t: torch.Tensor) -> str:
+    return hashlib.sha1(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def run(cs: dict) -> dict:
+    g = torch.Generator().manual_seed(cs['n'] * 1000 + cs['c'] + cs['k'])
+    n, c, h, w, k, s = cs['n'], cs['c'], cs['h'], cs['w'], cs['k'], cs['stride']
+    cast = dict(device='cuda', dtype=cs['dtype'])
+    x = torch.randn(n, c, h, w, generator=g).to(**cast)
+    gy = torch.randn(n, c, -(-h // s), -(-w // s), generator=g).to(**cast)
+    if cs['layout'] == 'channels_last':
+        x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
+    weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast).requires_grad_()
+    bias = torch.randn(c, generator=g).to(**cast)
+    theta = oriented_angles(c, 8, 0.5 if k == 15 else 0.0).cuda()
+    x.requires_grad_()
+    out = oriented_dwconv1d(x, weight, theta, bias, s, 'floor' if cs['floor'] else 'trunc', cs['residual'])
+    dx, dw = torch.autograd.grad(out, [x, weight], gy)
+    return {'out': digest(out), 'dx': digest(dx), 'dw': digest(dw)}
+
+
+def dump(path: str) -> None:
+    results = {}
+    for cs in cases():
+        try:
+            results[case_id(cs)] = run(cs)
+        except RuntimeError as e:  # recorded: a build may fail a call the other serves
+            results[case_id(cs)] = {'error': str(e).splitlines()[0]}
+    torch.cuda.synchronize()
+    with open(path, 'w') as f:
+        json.dump({'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__, 'cases': results}, f, indent=0)
+    print(f'{len(results)} cases, {sum("error" in r for r in results.values())} errors -> {path}')
+
+
+def compare(a_path: str, b_path: str) -> int:
+    a, b = (json.load(open(p))['cases'] for p in (a_path, b_path))
+    same = differ = 0
+    only_a_errors, only_b_errors = [], []
+    for cid in sorted(a.keys() & b.keys()):
+        ra, rb = a[cid], b[cid]
+        if 'error' in ra or 'error' in rb:
+            if 'error' not in rb:
+                only_a_errors.append(f'{cid}: {ra["error"]}')
+            elif 'error' not in ra:
+                only_b_errors.append(f'{cid}: {rb["error"]}')
+            continue
+        if ra == rb:
+            same += 1
+        else:
+            differ += 1
+            print(f'DIFFERENT {cid}: ' + ', '.join(k for k in ra if ra[k] != rb[k]))
+    print(f'{same} cases bit-identical, {differ} different; errors only in {a_path}: {len(only_a_errors)}, '
+          f'only in {b_path}: {len(only_b_errors)}')
+    for line in only_a_errors + only_b_errors:
+        print('  error:', line)
+    return 1 if differ or only_b_errors else 0
+
+
+if __name__ == '__main__':
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('mode', choices=['dump', 'compare'])
+    parser.add_argument('paths', nargs='+')
+    args = parser.parse_args()
+    if args.mode == 'dump':
+        dump(args.paths[0])
+    else:
+        sys.exit(compare(*args.paths[:2]))

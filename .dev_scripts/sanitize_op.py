@@ -1,0 +1,67 @@
+"""Representative calls of the CUDA op for compute-sanitizer: every kernel path of every pass, each
+dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, all at small sizes.
+
+    compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
+    compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py --quick
+
+Prints the path of each call and the set of paths covered; exits non-zero if a call raised.
+"""
+import argparse
+import math
+
+import torch
+
+from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
+
+PASSES = ('forward', 'backward_input', 'backward_weight')
+# (N, C, H, W, K, stride, dtype, layout): chosen so that every path appears.
+CASES = [
+    (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_nhwc, win_classes, vec_wgrad_classes
+    (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
+    (2, 32, 33, 35, 31, 2, torch.float32, 'channels_last'),
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_nhwc, vec_wgrad
+    (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_nhwc (C not a multiple of 16)
+    (2, 40, 21, 19, 63, 1, torch.float32, 'channels_last'),
+    (2, 24, 37, 33, 31, 1, torch.float32, 'nchw'),            # seg_nchw, seg_wgrad
+    (2, 24, 70, 66, 7, 1, torch.bfloat16, 'nchw'),
+    (2, 16, 25, 27, 31, 2, torch.float16, 'nchw'),            # gather_nchw, wgrad_nchw
+    (2, 16, 25, 27, 9, 3, torch.float32, 'channels_last'),    # gather_nhwc, wgrad_nhwc
+    (2, 16, 25, 27, 15, 1, torch.float64, 'channels_last'),
+    (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last'),    # gather_nchw through NCHW copies
+    (2, 8, 11, 13, 1, 1, torch.float32, 'nchw'),
+    (1, 3, 5, 7, 5, 3, torch.bfloat16, 'channels_last'),
+]
+
+
+def run(case, seed: int) -> list:
+    n, c, h, w, k, s, dtype, layout = case
+    g = torch.Generator().manual_seed(seed)
+    cast = dict(device='cuda', dtype=dtype)
+    x = torch.randn(n, c, h, w, generator=g).to(**cast)
+    gy = torch.randn(n, c, -(-h // s), -(-w // s), generator=g).to(**cast)
+    if layout == 'channels_last':
+        x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
+    weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast)
+    paths = [oriented_dwconv1d_path(x, weight, s, p) for p in PASSES]
+    x.requires_grad_()
+    weight.requires_grad_()
+    out = oriented_dwconv1d(x, weight, oriented_angles(c, 8, 0.5).cuda(), None, s, 'trunc', seed % 2 == 0)
+    torch.autograd.grad(out, [x, weight], gy)
+    torch.cuda.synchronize()
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--quick', action='store_true', help='every other case (for racecheck)')
+    args = parser.parse_args()
+    seen = set()
+    for i, case in enumerate(CASES[::2] if args.quick else CASES):
+        paths = run(case, i)
+        seen.update(paths)
+        print(case[:6], str(case[6]).replace('torch.', ''), case[7], '->', ', '.join(paths), flush=True)
+    print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
+
+
+if __name__ == '__main__':
+    main()

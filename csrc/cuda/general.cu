@@ -1,0 +1,170 @@
+// Launchers of the general kernels: every dtype (float64 included), stride, K and layout. They
+// serve every call that no fast path does; a call they cannot serve either raises an error that
+// names the shape and the device limit it exceeds.
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "general_kernel.cuh"
+#include "plan.cuh"
+#include "tiling.cuh"
+#include "wgrad_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+namespace {
+
+// Geometry of the forward gather (also the weight gradient's) and of the input gradient, which
+// gathers from dy upsampled by the stride with negated offsets.
+GatherGeometry general_geometry(const Problem& p, Pass pass) {
+  const int C = static_cast<int>(p.C), H = static_cast<int>(p.H), W = static_cast<int>(p.W);
+  const int Ho = static_cast<int>(out_size(p.H, p.stride)), Wo = static_cast<int>(out_size(p.W, p.stride));
+  if (pass == Pass::kInputGrad) return GatherGeometry{C, p.K, Ho, Wo, p.stride, H, W, 1, -1, 0, 0, 0, 0};
+  return GatherGeometry{C, p.K, H, W, 1, Ho, Wo, p.stride, 1, 0, 0, 0, 0};
+}
+
+std::string shape_of(const Problem& p) {
+  return shape_str({p.N, p.C, p.H, p.W}) + " with K=" + std::to_string(p.K) + ", stride " + std::to_string(p.stride);
+}
+
+template <typename scalar_t>
+bool plan_gather_layout(const Problem& p, Pass pass, bool nhwc, Plan* plan) {
+  using acc_t = at::opmath_type<scalar_t>;
+  GatherGeometry g = general_geometry(p, pass);
+  const int64_t fixed = gather_fixed_bytes<acc_t>(g.K, nhwc);
+  if (nhwc) {
+    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
+    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+    plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
+                               fixed + tile_bytes(g, sizeof(acc_t), true)};
+    plan->path = Path::kGatherNhwc;
+    plan->gg = g;
+    return launch_fits(kernel, plan->launch);
+  }
+  auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, nchw_threads(g), fixed + tile_bytes(g, sizeof(acc_t), false)};
+  plan->path = Path::kGatherNchw;
+  plan->gg = g;
+  return launch_fits(kernel, plan->launch);
+}
+
+template <typename scalar_t>
+bool plan_wgrad_layout(const Problem& p, bool nhwc, Plan* plan) {
+  using acc_t = at::opmath_type<scalar_t>;
+  GatherGeometry g = general_geometry(p, Pass::kForward);
+  const int64_t fixed = wgrad_fixed_bytes<acc_t>(g.K, nhwc);
+  const auto kernel = nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, nhwc, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
+  const int chunks = ceil_div(p.N, plan->chunk);
+  plan->parts = g.tiles * chunks;
+  plan->launch = LaunchShape{cgroups * g.tiles * chunks, 1, nhwc ? kNhwcThreads : nchw_threads(g),
+                             fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
+  plan->path = nhwc ? Path::kWgradNhwc : Path::kWgradNchw;
+  plan->gg = g;
+  return launch_fits(kernel, plan->launch);
+}
+
+}  // namespace
+
+// Channels_last tensors use the channels_last kernel unless even its smallest tile does not fit
+// in shared memory (float64 with a very long kernel), where the NCHW kernel runs on NCHW copies.
+template <typename scalar_t>
+bool plan_general_gather(const Problem& p, Pass pass, Plan* plan) {
+  if (p.nhwc && plan_gather_layout<scalar_t>(p, pass, true, plan)) return true;
+  plan->via_nchw = p.nhwc;
+  TORCH_CHECK(plan_gather_layout<scalar_t>(p, pass, false, plan), "oriented_dwconv1d: input ", shape_of(p),
+              " cannot be served on this device: the general gather needs ", std::to_string(plan->launch.smem),
+              " bytes of shared memory for a single output or more blocks than the grid allows");
+  return true;
+}
+
+template <typename scalar_t>
+void run_general_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                        const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (plan.via_nchw) {
+    at::Tensor out_nchw = at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous));
+    Plan direct = plan;
+    direct.via_nchw = false;
+    run_general_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, floor_rounding, residual);
+    out.copy_(out_nchw);
+    return;
+  }
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const LaunchShape& s = plan.launch;
+  if (plan.path == Path::kGatherNhwc) {
+    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general channels_last gather");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(),
+                                                      t.w(), t.npts(), t.halo(), plan.gg);
+  } else {
+    auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general NCHW gather");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(),
+                                                      t.w(), t.npts(), t.halo(), plan.gg);
+  }
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename scalar_t>
+bool plan_general_wgrad(const Problem& p, Plan* plan) {
+  if (p.nhwc && plan_wgrad_layout<scalar_t>(p, true, plan)) return true;
+  plan->via_nchw = p.nhwc;
+  TORCH_CHECK(plan_wgrad_layout<scalar_t>(p, false, plan), "oriented_dwconv1d: input ", shape_of(p),
+              " cannot be served on this device: the general weight gradient needs ", std::to_string(plan->launch.smem),
+              " bytes of shared memory for a single output or more blocks than the grid allows");
+  return true;
+}
+
+// dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
+template <typename scalar_t>
+void run_general_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
+                       const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (plan.via_nchw) {
+    Plan direct = plan;
+    direct.via_nchw = false;
+    run_general_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, floor_rounding);
+    return;
+  }
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, false, false);
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const GatherGeometry& g = plan.gg;
+  const LaunchShape& s = plan.launch;
+  at::Tensor partial =
+      at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+  const int N = static_cast<int>(x.size(0));
+  if (plan.path == Path::kWgradNhwc) {
+    auto kernel = wgrad_nhwc_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general channels_last weight-gradient");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(),
+                                                      t.npts(), t.halo(), partial.data_ptr<acc_t>(), g, N, plan.chunk);
+  } else {
+    auto kernel = wgrad_nchw_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general NCHW weight-gradient");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(),
+                                                      t.npts(), t.halo(), partial.data_ptr<acc_t>(), g, N, plan.chunk);
+  }
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, 1);
+}
+
+#define MMO1D_INSTANTIATE(T)                                                                                    \
+  template bool plan_general_gather<T>(const Problem&, Pass, Plan*);                                            \
+  template void run_general_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&, \
+                                      const at::Tensor&, bool, bool);                                           \
+  template bool plan_general_wgrad<T>(const Problem&, Plan*);                                                   \
+  template void run_general_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&,            \
+                                     const at::Tensor&, const at::Tensor&, bool);
+MMO1D_INSTANTIATE(double)
+MMO1D_INSTANTIATE(float)
+MMO1D_INSTANTIATE(c10::Half)
+MMO1D_INSTANTIATE(c10::BFloat16)
+#undef MMO1D_INSTANTIATE
+
+}  // namespace cuda
+}  // namespace mmo1d

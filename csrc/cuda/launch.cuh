@@ -1,0 +1,114 @@
+// Launch checks: what the current device allows each kernel (its static shared memory and, from
+// its registers, the largest block; the grid limits), so that every launch is checked before it is
+// made and a fast path that does not fit is never launched.
+//
+// A kernel's dynamic shared memory may reach the device's opt-in limit less the kernel's own
+// static shared memory; above the kernel's current maximum (48 KiB less the static part unless
+// raised) the attribute must be raised first, or the launch fails with "invalid argument".
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "common.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+struct KernelLimits {
+  int64_t static_smem;       // the kernel's static shared memory
+  int64_t max_dynamic_smem;  // the device's opt-in limit less static_smem
+  int64_t allowed_dynamic;   // the kernel's current attribute (raised on demand)
+  int max_threads;           // the largest block the kernel's registers allow
+};
+
+// A launch: grid (x, y), block size and dynamic shared memory.
+struct LaunchShape {
+  int64_t grid_x = 0, grid_y = 1;
+  int threads = 0;
+  int64_t smem = 0;
+};
+
+// The device limits of `kernel` on the current device, read once per device and kernel.
+template <typename Kernel>
+KernelLimits& kernel_limits(Kernel kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, KernelLimits> cache;
+  int dev = 0;
+  MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(dev, reinterpret_cast<const void*>(kernel));
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    cudaFuncAttributes attr;
+    MMO1D_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    const int64_t optin = at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
+    const int64_t stat = static_cast<int64_t>(attr.sharedSizeBytes);
+    it = cache.emplace(key, KernelLimits{stat, optin - stat, attr.maxDynamicSharedSizeBytes, attr.maxThreadsPerBlock})
+             .first;
+  }
+  return it->second;
+}
+
+// The largest dynamic shared memory a launch of `kernel` may use on the current device.
+template <typename Kernel>
+int64_t max_dynamic_smem(Kernel kernel) {
+  return kernel_limits(kernel).max_dynamic_smem;
+}
+
+// Why `s` cannot launch `kernel` on the current device; empty when it can.
+template <typename Kernel>
+std::string launch_problem(Kernel kernel, const LaunchShape& s) {
+  const KernelLimits& lim = kernel_limits(kernel);
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  if (s.grid_x < 1 || s.grid_x > prop->maxGridSize[0]) {
+    return "grid of " + std::to_string(s.grid_x) + " blocks (the device allows 1 to " +
+           std::to_string(prop->maxGridSize[0]) + ")";
+  }
+  if (s.grid_y < 1 || s.grid_y > prop->maxGridSize[1]) {
+    return "grid height " + std::to_string(s.grid_y) + " (the device allows 1 to " +
+           std::to_string(prop->maxGridSize[1]) + ")";
+  }
+  if (s.threads < 1 || s.threads > lim.max_threads) {
+    return "block of " + std::to_string(s.threads) + " threads (the kernel allows at most " +
+           std::to_string(lim.max_threads) + ")";
+  }
+  if (s.smem < 0 || s.smem > lim.max_dynamic_smem) {
+    return std::to_string(s.smem) + " bytes of shared memory (the device allows " +
+           std::to_string(lim.max_dynamic_smem) + " besides the kernel's static " + std::to_string(lim.static_smem) +
+           ")";
+  }
+  return "";
+}
+
+template <typename Kernel>
+bool launch_fits(Kernel kernel, const LaunchShape& s) {
+  return launch_problem(kernel, s).empty();
+}
+
+// Checks `s` against the device's limits for `kernel` (an error names the launch and the limit)
+// and raises the kernel's dynamic shared-memory attribute when `s` needs more than it allows.
+template <typename Kernel>
+void prepare_launch(Kernel kernel, const LaunchShape& s, const char* what) {
+  const std::string why = launch_problem(kernel, s);
+  TORCH_CHECK(why.empty(), "oriented_dwconv1d: the ", what, " kernel cannot be launched on this device: ", why);
+  KernelLimits& lim = kernel_limits(kernel);
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (s.smem > lim.allowed_dynamic) {
+    MMO1D_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s.smem)));
+    lim.allowed_dynamic = s.smem;
+  }
+}
+
+inline dim3 grid_of(const LaunchShape& s) {
+  return dim3(static_cast<unsigned>(s.grid_x), static_cast<unsigned>(s.grid_y));
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,170 @@
+// Building blocks of the channels_last fast paths: 32 bytes of channels per pixel staged with
+// cp.async, channel vectors <-> floats, shuffled sums and the block's channel summary.
+#pragma once
+
+#include <type_traits>
+#include "geometry.cuh"
+#include "tables.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ---- NHWC fast path --------------------------------------------------------------------------
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int bytes = valid ? 16 : 0;  // 0: no read, zero fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// V consecutive channels <-> floats.
+template <typename scalar_t, int V>
+struct ChannelVec {
+  scalar_t v[V];
+};
+
+template <typename scalar_t, int V>
+union Raw8 {
+  static_assert(sizeof(scalar_t) * V == 8, "a lane's channels are 8 bytes");
+  ChannelVec<scalar_t, V> s;
+  uint2 raw;
+};
+
+// bfloat16 -> float is a 16-bit shift: two integer ops per pair instead of conversion
+// instructions (which run at a quarter of the rate of the multiply-adds they feed).
+template <typename scalar_t, int V>
+__device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (&f)[V]) {
+  Raw8<scalar_t, V> u;
+  u.raw = *reinterpret_cast<const uint2*>(p);
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    f[0] = __uint_as_float(u.raw.x << 16);
+    f[1] = __uint_as_float(u.raw.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.raw.y << 16);
+    f[3] = __uint_as_float(u.raw.y & 0xffff0000u);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = static_cast<float>(u.s.v[k]);
+  }
+}
+
+template <typename scalar_t, int V>
+__device__ __forceinline__ void store_vec(scalar_t* __restrict__ p, const float (&f)[V]) {
+  Raw8<scalar_t, V> u;
+#pragma unroll
+  for (int k = 0; k < V; ++k) u.s.v[k] = static_cast<scalar_t>(f[k]);
+  *reinterpret_cast<uint2*>(p) = u.raw;
+}
+
+// V consecutive floats from a 4 * V-byte aligned address (shared-memory weight tables).
+template <int V>
+__device__ __forceinline__ void load_floats(const float* __restrict__ p, float (&f)[V]) {
+  if constexpr (V == 4) {
+    const float4 u = *reinterpret_cast<const float4*>(p);
+    f[0] = u.x;
+    f[1] = u.y;
+    f[2] = u.z;
+    f[3] = u.w;
+  } else if constexpr (V == 2) {
+    const float2 u = *reinterpret_cast<const float2*>(p);
+    f[0] = u.x;
+    f[1] = u.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = p[k];
+  }
+}
+
+// Sum of v[k] over the 8 lanes that share lane & 3 (lane bits 2, 3, 4), for V = 4 or 2 values,
+// with V shuffles instead of 3 V: each step halves the values a lane keeps. Returns the sum of
+// value `*k` (the same in lanes that differ only in bit 4, and for V = 2 also in bit 3), in a
+// fixed order: deterministic.
+template <int V>
+__device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k) {
+  const bool b2 = lane & 4, b3 = lane & 8;
+  if constexpr (V == 4) {
+    const float a0 = (b2 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[2], 4);
+    const float a1 = (b2 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, b2 ? v[1] : v[3], 4);
+    float b = (b3 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, b3 ? a0 : a1, 8);
+    b += __shfl_xor_sync(0xffffffffu, b, 16);
+    *k = (b2 ? 2 : 0) + (b3 ? 1 : 0);
+    return b;
+  } else {
+    static_assert(V == 2, "2 or 4 channels per lane");
+    float a = (b2 ? v[1] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[1], 4);
+    a += __shfl_xor_sync(0xffffffffu, a, 8);
+    a += __shfl_xor_sync(0xffffffffu, a, 16);
+    *k = b2 ? 1 : 0;
+    return a;
+  }
+}
+
+// Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W image, channels [c0, c0 + CB), into
+// S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row), zero outside the image and
+// beyond C. Pixel (i, j) is at img + (i * rstride + j * cstep) * C: rstride = W, cstep = 1 for an
+// image; a phase plane x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2.
+template <typename scalar_t>
+__device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
+                                                int H, int W, int c0, int gi0, int gj0, int EH, int EW, bool vec_ok,
+                                                int pitch, int64_t rstride, int cstep) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int total = EH * EW;
+  if (vec_ok) {
+    // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int half = lane & 1;
+    for (int i = warp; i < EH; i += nwarps) {
+      const int gi = gi0 + i;
+      const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
+      for (int j = lane >> 1; j < EW; j += 16) {
+        const int gj = gj0 + j;
+        const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
+        const scalar_t* g = ok ? img + (gi * rstride + int64_t(gj) * cstep) * C + c0 + half * (CB / 2) : img;
+        cp_async16(S + (i * pitch + j) * CB + half * (CB / 2), g, ok);
+      }
+    }
+    cp_async_wait_all();
+    return;
+  }
+  for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
+    const int pix = e / CB, k = e - pix * CB;
+    const int i = pix / EW, j = pix - i * EW;
+    const int gi = gi0 + i, gj = gj0 + j;
+    const bool ok = c0 + k < C && static_cast<unsigned>(gi) < static_cast<unsigned>(H) &&
+                    static_cast<unsigned>(gj) < static_cast<unsigned>(W);
+    S[(i * pitch + j) * CB + k] = ok ? img[(gi * rstride + int64_t(gj) * cstep) * C + c0 + k] : scalar_t(0);
+  }
+}
+
+// Warp 0 of a block over channels [c0, c0 + CB): the largest point count and halo, and per quarter of
+// V channels whether they share the first one's points (`same`: the tables' same-as-previous flags).
+template <int V>
+__device__ __forceinline__ void block_channel_summary(const int* __restrict__ npts, const int2* __restrict__ halo,
+                                                      const int* __restrict__ same, int c0, int CB, int C, int* s_np,
+                                                      int* s_ph, int* s_pw, int* s_uniform) {
+  if (threadIdx.x >= 32) return;
+  int np = 0, ph = 0, pw = 0;
+  const int c = c0 + static_cast<int>(threadIdx.x);
+  if (static_cast<int>(threadIdx.x) < CB && c < C) {
+    np = npts[c];
+    const int2 hl = halo[c];
+    ph = hl.x;
+    pw = hl.y;
+  }
+  np = warp_max(np);
+  ph = warp_max(ph);
+  pw = warp_max(pw);
+  if (threadIdx.x == 0) {
+    *s_np = np;
+    *s_ph = ph;
+    *s_pw = pw;
+  }
+  if (threadIdx.x < 4) {
+    s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return same[c]; }, c0 + threadIdx.x * V, C);
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

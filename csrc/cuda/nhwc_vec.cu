@@ -1,0 +1,137 @@
+// Launchers of the channels_last vector path (float32, float16, bfloat16): the stride-1 gather
+// for any C (forward and input gradient) and the weight gradient at stride 1 and, per parity
+// class, at stride 2.
+#include <ATen/cuda/CUDAContext.h>
+
+#include "nhwc_vec_kernel.cuh"
+#include "plan.cuh"
+#include "tiling.cuh"
+#include "wgrad_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+namespace {
+
+template <typename scalar_t>
+auto vec_gather_kernel(int variant) {
+  return variant == kVecRSmall ? vec_gather_nhwc_kernel<scalar_t, kVecRSmall>
+                               : vec_gather_nhwc_kernel<scalar_t, kVecRLarge>;
+}
+
+template <typename scalar_t>
+auto vec_wgrad_kernel(int variant, int classes) {
+  if (classes == 1) {
+    return variant == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 1>
+                                 : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>;
+  }
+  return variant == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2>
+                               : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2>;
+}
+
+// Outputs per thread: kVecRSmall for tiles of up to 64 pixel slots x kVecRSmall.
+int vec_variant(const FastGeometry& g) {
+  return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
+}
+
+}  // namespace
+
+// Domain: stride 1, channels_last, float32/float16/bfloat16, any C and K.
+template <typename scalar_t>
+bool plan_vec_gather(const Problem& p, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  if (p.stride != 1 || !p.nhwc) return false;
+  FastGeometry g{static_cast<int>(p.C), p.K, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
+  // Both instances have the same static shared memory; the smaller limit of the two bounds the tile.
+  const int64_t hard = std::min(max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRSmall)),
+                                max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRLarge)));
+  if (!choose_fast_tile(g, kVecStartTile, fixed, kVecGatherBudget, hard, vec_tile_bytes<scalar_t>)) return false;
+  plan->path = Path::kVecNhwc;
+  plan->fg = g;
+  plan->tile = vec_tile_alloc<scalar_t>(g);
+  plan->variant = vec_variant(g);
+  plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, CB), 1, kFastThreads, fixed + plan->tile};
+  return launch_fits(vec_gather_kernel<scalar_t>(plan->variant), plan->launch);
+}
+
+template <typename scalar_t>
+void run_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign) {
+  const auto t = build_tables<scalar_t, float>(theta, weight, floor_rounding, residual, true);
+  auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "channels_last vector gather");
+  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(), t.w(), t.npts(), t.halo(), t.same(), plan.fg,
+      sign, vec_ok, static_cast<int>(plan.tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+// Domain: channels_last, float32/float16/bfloat16, any C and K; stride 1 (g: the plane of x and
+// dy), or stride 2 (four parity classes; g: dy's plane).
+template <typename scalar_t>
+bool plan_vec_wgrad(const Problem& p, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  if (!p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
+  const int classes = p.stride == 1 ? 1 : 4;
+  FastGeometry g{static_cast<int>(p.C),
+                 p.K,
+                 static_cast<int>(out_size(p.H, p.stride)),
+                 static_cast<int>(out_size(p.W, p.stride)),
+                 0,
+                 0,
+                 0,
+                 0};
+  const int halo_k = classes == 1 ? g.K : class_halo_k(g.K);
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, true);
+  const int64_t hard = std::min(max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
+                                max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)));
+  if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
+  const int64_t cgroups = ceil_div(g.C, CB);
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
+                            int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
+  const int chunks = ceil_div(p.N, plan->chunk);
+  plan->parts = g.tiles * chunks;
+  plan->path = classes == 1 ? Path::kVecWgradNhwc : Path::kVecWgradClassesNhwc;
+  plan->fg = g;
+  plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
+  plan->variant = vec_variant(g);
+  plan->launch = LaunchShape{cgroups * g.tiles * chunks, classes, kFastThreads, fixed + plan->tile};
+  return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes), plan->launch);
+}
+
+template <typename scalar_t>
+void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
+                   const at::Tensor& weight, bool floor_rounding) {
+  const int classes = static_cast<int>(plan.launch.grid_y);
+  const auto t = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false, classes);
+  const FastGeometry& g = plan.fg;
+  at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
+  auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "channels_last weight-gradient");
+  const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), t.same(), partial.data_ptr<float>(),
+      g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok,
+      static_cast<int>(plan.tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, classes);
+}
+
+#define MMO1D_INSTANTIATE(T)                                                                                        \
+  template bool plan_vec_gather<T>(const Problem&, Plan*);                                                          \
+  template void run_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&,         \
+                                  const at::Tensor&, bool, bool, int);                                              \
+  template bool plan_vec_wgrad<T>(const Problem&, Plan*);                                                           \
+  template void run_vec_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, \
+                                 const at::Tensor&, bool);
+MMO1D_INSTANTIATE(float)
+MMO1D_INSTANTIATE(c10::Half)
+MMO1D_INSTANTIATE(c10::BFloat16)
+#undef MMO1D_INSTANTIATE
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,289 @@
+// The channels_last window path (C a multiple of the channel block): segment windows over staged
+// tiles of 32 bytes of channels per pixel; stride-1 forward / input gradient and the stride-2 input
+// gradient per parity class.
+#pragma once
+
+#include "nhwc_common.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ---- NHWC window path (C a multiple of the channel block) --------------------------------------
+// The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each
+// holding V channels; a thread owns R outputs that follow each other along its channels' segment
+// axis and, for a segment of L points, loads R + L - 1 channel vectors from shared memory (each
+// converted to float once) for R * L * V multiply-adds. The eight pixel slots of a warp take
+// neighbouring tasks (neighbouring rows for the row axis, neighbouring columns otherwise), which
+// the odd row pitch makes conflict-free. Lanes whose V channels have different segment lists (at
+// the boundary of two angle groups that splits a lane's channels) walk them one channel at a time.
+// Forward and input gradient at stride 1; at stride 2 the input gradient, polyphase:
+// dx[2i + a, 2j + b] gathers dy over the taps whose offsets have parities (a, b), at halved offsets,
+// so each parity class is a stride-1 gather over dy with its own segment tables that writes every
+// other pixel of dx (output step OS = 2).
+
+// NV consecutive channels of a pixel <-> floats: the lane's vector (NV = V) or one channel (NV = 1).
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    f[0] = static_cast<float>(*reinterpret_cast<const scalar_t*>(p));
+  } else {
+    load_vec<scalar_t, NV>(reinterpret_cast<const scalar_t*>(p), f);
+  }
+}
+
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    *p = static_cast<scalar_t>(f[0]);
+  } else {
+    store_vec<scalar_t, NV>(p, f);
+  }
+}
+
+// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
+// pixel i start at Sc + 32 * i.
+template <typename scalar_t, int R, int NV>
+__device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
+                                               const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
+  float v[R][NV];
+#pragma unroll
+  for (int k = 0; k < R - 1; ++k) load_channels<scalar_t, NV>(Sc + (a + k * ustep) * 32, v[k]);
+  const unsigned char* sp = Sc + (a + (R - 1) * ustep) * 32;
+  const int bstep = ustep * 32;
+  for (int l0 = 0; l0 < L; l0 += R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (l0 + i < L) {
+        load_channels<scalar_t, NV>(sp, v[(i + R - 1) % R]);
+        sp += bstep;
+        float wl[NV];
+        load_floats<NV>(w + (l0 + i) * wstride, wl);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(i + r) % R][k];
+        }
+      }
+    }
+  }
+}
+
+// The sub-tile of a th x tw output tile that the block stages at a time (sh x sw outputs; the last
+// ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0, all
+// 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
+// evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
+// 3 K per task (a warp runs 8 tasks of about 26 K) and a latency allowance per round of tasks over
+// the block's slots.
+template <int R>
+__device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
+                                               int slots) {
+  const int lane = threadIdx.x & 31;
+  float cost = __int_as_float(0x7f800000);  // +inf: no candidate
+  int2 sub = make_int2(R, R);
+  const int cand = (lane + 1) * R;
+  if (cand < round_up(th, R) + R) {
+    const int nsh = (th + cand - 1) / cand;
+    const int sh = round_up((th + nsh - 1) / nsh, R);
+    const int rows = seg_tile_rows<R>(sh, ph);
+    const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
+    const int sw_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
+    if (sw_max >= R) {
+      const int nsw = (tw + min(sw_max, round_up(tw, R)) - 1) / min(sw_max, round_up(tw, R));
+      const int sw = round_up((tw + nsw - 1) / nsw, R);
+      const int pitch = seg_tile_cols<R>(sw, pw) | 1;
+      const int tasks = seg_ntasks<R>(mode, min(sh, th), min(sw, tw));
+      const int rounds = (tasks + slots - 1) / slots;
+      cost = float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds));
+      sub = make_int2(min(sh, th), min(sw, tw));
+    }
+  }
+  int best = lane;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const float oc = __shfl_xor_sync(0xffffffffu, cost, d);
+    const int ob = __shfl_xor_sync(0xffffffffu, best, d);
+    if (oc < cost || (oc == cost && ob < best)) {
+      cost = oc;
+      best = ob;
+    }
+  }
+  return make_int2(__shfl_sync(0xffffffffu, sub.x, best), __shfl_sync(0xffffffffu, sub.y, best));
+}
+
+// The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
+// at channel kc of the block (c in the tensor) that share one segment list. Task position (p, q)
+// writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
+// pixel, stw pixels per row), one class of the stride-2 forward at a time.
+template <typename scalar_t, int R, int OS, int NV, bool ACC = false>
+__device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
+                                          int mode, int nseg, const int4* __restrict__ sseg,
+                                          const float* __restrict__ sw, const float (&b)[NV], int sth, int stw, int p0s,
+                                          int q0s, int ph, int pw, int pitch, int OH, int OW, int oa, int ob, int C,
+                                          int slot, int slots, float* __restrict__ accs = nullptr) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  const int ustep = ui * pitch + uj;
+  const int ntasks = seg_ntasks<R>(mode, sth, stw);
+  const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  for (int t = slot; t < ntasks; t += slots) {
+    int p, q;
+    seg_task<R>(mode, t, sth, stw, &p, &q);
+    const int b0 = (p + ph) * pitch + q + pw + (R - 1);
+    float acc[R][NV];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) acc[r][k] = b[k];
+    }
+    for (int s = 0; s < nseg; ++s) {
+      const int4 e = sseg[s];
+      run_segment_px<scalar_t, R, NV>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int pr = p + r * ui, qr = q + r * uj;
+      const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
+      if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
+        if constexpr (ACC) {
+          float* d = accs + (pr * stw + qr) * CB + kc;
+#pragma unroll
+          for (int k = 0; k < NV; ++k) d[k] += acc[r][k];
+        } else {
+          store_channels<scalar_t, NV>(op + (int64_t(oi) * OW + oj) * C + c, acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// Where a window-gather block works: CB channels from c0 of image n, the tile of th x tw positions
+// from (p0, q0) of g's plane (blockIdx.x runs over tiles, then channel blocks, then images), and
+// its threads' roles: lane, quarter (V channels of the block's CB), pixel slot and slot count (4
+// threads per slot).
+struct WinBlock {
+  int c0;
+  int64_t n;
+  int p0, q0, th, tw;
+  int lane, quarter, slot, slots;
+};
+
+template <int CB>
+__device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
+  WinBlock b;
+  const int groups = g.C / CB;
+  const int tile = blockIdx.x % g.tiles;
+  b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  b.n = blockIdx.x / (int64_t(g.tiles) * groups);
+  b.p0 = (tile / g.tiles_w) * g.TH;
+  b.q0 = (tile % g.tiles_w) * g.TW;
+  b.th = min(g.TH, g.H - b.p0);
+  b.tw = min(g.TW, g.W - b.q0);
+  b.lane = threadIdx.x & 31;
+  b.quarter = b.lane & 3;
+  b.slot = (threadIdx.x >> 5) * 8 + (b.lane >> 2);
+  b.slots = blockDim.x >> 2;
+  return b;
+}
+
+// One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
+// aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
+// class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
+// The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+template <typename scalar_t, int R, int OS>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
+                           const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
+                           const FastGeometry g, int OH, int OW, int tile_bytes) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const WinBlock blk = win_block<CB>(g);
+  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
+  const int64_t n = blk.n;
+  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
+  const int cls = OS == 1 ? 0 : blockIdx.y;
+  const int oa = cls >> 1, ob = cls & 1;
+  info += int64_t(cls) * g.C;
+  halo += int64_t(cls) * g.C;
+  segs += int64_t(cls) * g.C * g.K;
+  segw += int64_t(cls) * g.C * g.K;
+
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw;
+  if (threadIdx.x < 32) {
+    // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
+    // whether its V channels walk the same segments (then one vector load per point).
+    int ph = 0, pw = 0, mode = 0;
+    if (threadIdx.x < CB) {
+      const SegInfo f = info[c0 + threadIdx.x];
+      mode = f.mode;
+      s_mode[threadIdx.x] = f.mode;
+      s_nseg[threadIdx.x] = f.nseg;
+      const int2 hl = halo[c0 + threadIdx.x];
+      ph = hl.x;
+      pw = hl.y;
+    }
+    ph = warp_max(ph);
+    pw = warp_max(pw);
+    mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
+    const int2 sub = choose_subtile<R>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
+    if (threadIdx.x == 0) {
+      s_ph = ph;
+      s_pw = pw;
+      s_sh = sub.x;
+      s_sw = sub.y;
+    }
+    if (threadIdx.x < 4) {
+      s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return info[c].same; }, c0 + threadIdx.x * V, g.C);
+    }
+  }
+  __syncthreads();
+  const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
+  const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
+  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel].
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
+  scalar_t* S =
+      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
+  for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+    const int k = e / g.K, s = e - k * g.K;
+    if (s < s_nseg[k]) {
+      const int4 sg = segs[int64_t(c0 + k) * g.K + s];
+      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+    }
+    sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+  }
+  const int k0 = quarter * V;
+  float b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
+  const scalar_t* img = src + n * g.H * g.W * g.C;
+  scalar_t* op = out + n * OH * OW * g.C;
+  const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+  for (int sub = 0; sub < subs; ++sub) {
+    const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
+    const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
+    __syncthreads();  // tables written; the previous sub-tile's reads of S are done
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
+                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
+    __syncthreads();
+    if (s_uniform[quarter]) {
+      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
+                                    p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+    } else {
+      // The quarter's channels straddle two angle groups: one channel at a time.
+#pragma unroll
+      for (int kk = 0; kk < V; ++kk) {
+        const int kc = k0 + kk;
+        const float bk[1] = {b[kk]};
+        win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
+                                      p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+      }
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

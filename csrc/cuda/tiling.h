@@ -1,0 +1,51 @@
+// Tiling constants of the CUDA kernels: block shapes, output tiles and the shared-memory budgets
+// that the tile choosers (tiling.cuh) size tiles against. Budgets are soft targets that leave room
+// for several blocks per multiprocessor; the hard limit is always the device's, per kernel
+// (launch.cuh), never a constant here.
+#pragma once
+
+#include <cstdint>
+
+namespace mmo1d {
+namespace cuda {
+
+// ---- General kernels ----
+constexpr int kPerThread = 8;       // outputs accumulated per thread per pass
+constexpr int kMaxThreads = 256;    // NCHW block size cap (4 blocks per SM at ~60 registers)
+constexpr int kNhwcThreads = 256;   // NHWC block size
+constexpr int kNhwcChannels = 8;    // channels per NHWC block
+constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
+constexpr int kNchwMaxTile = 64;    // NCHW tile side when a plane has more than 64x64 outputs
+constexpr int kGeneralMinTile = 4;  // the soft budget never halves a general tile below 4 a side
+
+// ---- Fast paths ----
+constexpr int kSegR = 8;           // outputs per thread along the segment axis (NCHW fast path)
+constexpr int kFastThreads = 256;  // block size of every fast path
+constexpr int kFastMinTile = 8;    // the soft budget never halves a fast-path tile below 8 a side
+constexpr int kSegStartTile = 64;  // NCHW fast path: whole planes up to 64 x 64 outputs
+constexpr int kVecStartTile = 32;  // channels_last vector and window paths: up to 32 x 32
+constexpr int kWinRegion = 32;     // largest output tile side of a window-gather block
+constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 outputs
+// NHWC vector path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
+// pixel slots x 8 would leave most of them idle).
+constexpr int kVecRLarge = 8, kVecRSmall = 4;
+constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
+
+// ---- Shared-memory budgets (bytes, tables included) ----
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kStaticLaunchLimit = 48 * kKiB;  // dynamic + static above this needs the opt-in
+constexpr int64_t kGeneralBudget = 100 * kKiB;     // general gathers and weight gradients
+constexpr int64_t kSegGatherBudget = 100 * kKiB;   // NCHW fast-path gather
+// Weight gradients: larger tiles stage less halo per output (on an H100, K=31, bf16: 4-10% faster
+// than with 100 KiB; 76 and 64 KiB, for more blocks per SM, were slower).
+constexpr int64_t kWgradBudget = 120 * kKiB;
+constexpr int64_t kVecGatherBudget = 80 * kKiB;  // channels_last vector and window gathers
+constexpr int64_t kS2Budget = 80 * kKiB;         // stride-2 polyphase forward
+
+// ---- Weight-gradient workspace ----
+constexpr int kWgradBlocksPerSM = 16;               // blocks the image chunks aim for, per SM
+constexpr int64_t kWgradMinWorkspace = 256 * kKiB;  // partial sums may always use this much
+constexpr int kWgradWorkspaceShare = 16;            // ... or a sixteenth of x
+
+}  // namespace cuda
+}  // namespace mmo1d

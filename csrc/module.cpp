@@ -1,0 +1,17 @@
+// The Python module mmo1d._C: loading it registers the mmo1d ops (their schemas, CPU kernels and,
+// when compiled in, CUDA kernels) with the dispatcher.
+#include <torch/extension.h>
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "mmo1d compiled ops (oriented depthwise 1D convolution, channels-last layer norm)";
+  m.def(
+      "cuda_compiled",
+      []() {
+#ifdef MMO1D_WITH_CUDA
+        return true;
+#else
+        return false;
+#endif
+      },
+      "Whether the CUDA kernels were compiled into this module.");
+}

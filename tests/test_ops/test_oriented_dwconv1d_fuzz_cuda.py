@@ -1,0 +1,234 @@
+"""CUDA kernels at the shapes real configs produce: a seeded shape fuzz against a float64 oracle.
+
+Shapes are drawn from what the models meet downstream: ImageNet 224/256/384 inputs, ADE20K 512/640
+crops and slide-inference windows, COCO multi-scale images (480-800 short side, up to 1333 long
+side), the 1D stems' planes at each of those sizes (stride 2, K = 15 or 31), every stage's plane of
+the T/B/L models (C and 4C channels, stride 1), odd sizes, N 1-16, C 3-6144 aligned or not, K odd
+1-63, strides 1-3, float32/float16/bfloat16/float64 x NCHW/channels_last/non-contiguous; forward,
+input and weight gradients. Every kernel path of the dispatcher appears in the quick set (checked
+through ``oriented_dwconv1d_path``).
+
+The oracle is the reference op (``mmo1d.ops.reference``) and its autograd in float64 on the GPU; the
+same computation on absolute values bounds the rounding error of each element.
+
+``MMO1D_FUZZ=long`` runs the long set (about ten times as many shapes).
+"""
+import math
+import os
+import random
+from typing import List, NamedTuple
+
+import pytest
+import torch
+
+from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_reference
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+
+LONG = os.environ.get('MMO1D_FUZZ', 'quick') == 'long'
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+LAYOUTS = ['nchw', 'channels_last', 'strided']
+# Unit roundoff of each dtype (the output's rounding) and of its accumulation.
+EPS = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+EPS_ACC = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24}
+ALL_PATHS = {
+    'forward': {'gather_nchw', 'gather_nhwc', 'gather_nchw+nchw_copies', 'seg_nchw', 'vec_nhwc', 'win_nhwc',
+                's2_nhwc'},
+    'backward_input': {'gather_nchw', 'gather_nhwc', 'seg_nchw', 'vec_nhwc', 'win_nhwc', 'win_classes_nhwc'},
+    'backward_weight': {'wgrad_nchw', 'wgrad_nhwc', 'seg_wgrad_nchw', 'vec_wgrad_nhwc', 'vec_wgrad_classes_nhwc'},
+}
+# Elements of the reference's (N, C, K, H', W') gather per case: large planes get fewer images.
+MAX_TAPS = 300_000_000
+
+
+class Case(NamedTuple):
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    stride: int
+    dtype: torch.dtype
+    layout: str
+    residual: bool
+    rounding: str
+    seed: int
+
+    @property
+    def id(self) -> str:
+        dt = str(self.dtype).replace('torch.', '')
+        extra = ('-res' if self.residual else '') + ('-floor' if self.rounding == 'floor' else '')
+        return f'{self.n}x{self.c}x{self.h}x{self.w}-k{self.k}-s{self.stride}-{dt}-{self.layout}{extra}'
+
+
+# Image sizes (H, W) of the downstream recipes.
+IMAGENET = [(224, 224), (256, 256), (384, 384)]
+ADE = [(512, 512), (640, 640), (512, 683), (512, 512 + 171)]  # crops; slide windows keep 512 on one side
+COCO = [(480, 640), (800, 1333), (800, 1199), (672, 1008), (608, 1085), (1333, 800), (544, 725)]
+WIDTHS = {'T': (96, 192, 384, 768), 'B': (128, 256, 512, 1024), 'L': (192, 384, 768, 1536)}
+
+
+def _clamp_n(rng: random.Random, c: int, h: int, w: int, k: int, stride: int, n_max: int = 16) -> int:
+    cap = MAX_TAPS // max(1, c * k * -(-h // stride) * -(-w // stride))
+    return rng.randint(1, max(1, min(n_max, cap)))
+
+
+def _common(rng: random.Random) -> dict:
+    return dict(dtype=rng.choice(DTYPES), layout=rng.choice(LAYOUTS), residual=rng.random() < 0.3,
+                rounding='floor' if rng.random() < 0.2 else 'trunc')
+
+
+def stem_case(rng: random.Random, seed: int) -> Case:
+    h, w = rng.choice(IMAGENET + ADE + COCO)
+    # The 1D stems: stride-2 oriented convs at the input resolution, then at half of it.
+    if rng.random() < 0.5:
+        h, w = -(-h // 2), -(-w // 2)
+    c = rng.choice([32, 48, 64, 64, 96, 128])
+    k = rng.choice([15, 15, 31, 7])
+    return Case(_clamp_n(rng, c, h, w, k, 2, 4), c, h, w, k, 2, seed=seed, **_common(rng))
+
+
+def stage_case(rng: random.Random, seed: int) -> Case:
+    h, w = rng.choice(IMAGENET + ADE + COCO)
+    stage = rng.randrange(4)
+    widths = WIDTHS[rng.choice(list(WIDTHS))]
+    c = widths[stage] * rng.choice([1, 1, 4])  # the ++ models' second conv runs on 4C channels
+    h, w = -(-h // 2**(stage + 2)), -(-w // 2**(stage + 2))
+    k = rng.choice([31, 31, 15, 7, 5])
+    return Case(_clamp_n(rng, c, h, w, k, 1), c, h, w, k, 1, seed=seed, **_common(rng))
+
+
+def odd_case(rng: random.Random, seed: int) -> Case:
+    c = rng.choice([3, 5, 8, 13, 16, 24, 31, 64, 100, 257, 1000, 6144])
+    h, w = rng.randint(1, 97), rng.randint(1, 97)
+    k = 2 * rng.randint(0, 31) + 1
+    stride = rng.choice([1, 1, 2, 2, 3])
+    return Case(_clamp_n(rng, c, h, w, k, stride), c, h, w, k, stride, seed=seed, **_common(rng))
+
+
+# Cases that pin each path and the calls that once failed: the 1D++ stem at 512x512 and 64x64 in
+# float16/bfloat16 channels_last (K=15, stride 2), and float64 channels_last with K=63, whose
+# channels_last tile does not fit and which runs through NCHW copies.
+ANCHORS = [
+    Case(2, 64, 512, 512, 15, 2, torch.float16, 'channels_last', False, 'trunc', 1),
+    Case(1, 64, 512, 512, 15, 2, torch.bfloat16, 'channels_last', False, 'trunc', 2),
+    Case(2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last', True, 'trunc', 3),
+    Case(2, 64, 256, 256, 15, 2, torch.float16, 'channels_last', False, 'floor', 4),
+    Case(2, 24, 40, 33, 63, 1, torch.float64, 'channels_last', False, 'trunc', 5),
+    Case(2, 24, 40, 33, 31, 3, torch.float32, 'nchw', True, 'trunc', 6),
+    Case(2, 24, 40, 33, 31, 3, torch.float16, 'channels_last', False, 'trunc', 7),
+    Case(2, 20, 30, 31, 31, 1, torch.bfloat16, 'channels_last', False, 'trunc', 8),
+    Case(2, 20, 30, 31, 31, 2, torch.float32, 'channels_last', False, 'trunc', 9),
+    Case(4, 96, 56, 56, 31, 1, torch.float16, 'channels_last', True, 'trunc', 10),
+    Case(4, 96, 56, 56, 31, 1, torch.float32, 'nchw', False, 'trunc', 11),
+    Case(2, 32, 28, 28, 15, 2, torch.float32, 'nchw', False, 'trunc', 12),
+    Case(2, 64, 100, 75, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 13),
+]
+
+
+def make_cases() -> List[Case]:
+    rng = random.Random(20261123)
+    makers = [stem_case, stage_case, stage_case, odd_case]
+    count = 1200 if LONG else 110
+    return ANCHORS + [rng.choice(makers)(rng, seed) for seed in range(100, 100 + count)]
+
+
+CASES = make_cases()
+
+
+def make_tensors(case: Case, device: str = 'cuda'):
+    g = torch.Generator().manual_seed(case.seed)
+    ho, wo = -(-case.h // case.stride), -(-case.w // case.stride)
+    x = torch.randn(case.n, case.c, case.h, case.w, generator=g)
+    grad = torch.randn(case.n, case.c, ho, wo, generator=g)
+    weight = torch.randn(case.c, case.k, generator=g) / math.sqrt(case.k)
+    bias = torch.randn(case.c, generator=g)
+    # Angle layouts of the models (contiguous direction groups, both stem offsets) and arbitrary angles.
+    layout = case.seed % 3
+    theta = (oriented_angles(case.c) if layout == 0 else oriented_angles(case.c, 8, 0.5) if layout == 1 else
+             torch.rand(case.c, generator=g, dtype=torch.float64).mul(math.pi).float())
+    cast = dict(device=device, dtype=case.dtype)
+    x, grad, weight, bias = (t.to(**cast) for t in (x, grad, weight, bias))
+    if case.layout == 'channels_last':
+        x, grad = x.contiguous(memory_format=torch.channels_last), grad.contiguous(memory_format=torch.channels_last)
+    elif case.layout == 'strided':  # a view: neither NCHW- nor channels_last-contiguous
+        x = torch.cat([x, x[..., :1]], dim=3)[..., :case.w]
+        grad = torch.cat([grad, grad[..., :1]], dim=3)[..., :wo]
+    return x, weight, theta.to(device), bias, grad
+
+
+def oracle(x, weight, theta, bias, grad, stride, rounding, residual):
+    """Output, input gradient and weight gradient of the reference op in float64 (on the GPU)."""
+    x = x.detach().double().requires_grad_()
+    weight = weight.detach().double().requires_grad_()
+    bias = None if bias is None else bias.detach().double()
+    out = oriented_dwconv1d_reference(x, weight, theta, bias, stride, rounding, residual)
+    dx, dw = torch.autograd.grad(out, [x, weight], grad.double())
+    return out.detach(), dx, dw
+
+
+def assert_close(name: str, out: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor, terms: int,
+                 dtype: torch.dtype) -> None:
+    """|out - ref| <= rounding of the output + accumulation over `terms` products, per element."""
+    assert out.dtype == dtype, f'{name}: dtype {out.dtype}'
+    assert out.shape == ref.shape, f'{name}: shape {tuple(out.shape)} != {tuple(ref.shape)}'
+    diff = (out.double() - ref).abs()
+    # Rounding of the output, and of an accumulation of `terms` products (random-walk growth, with
+    # a margin), relative to the sum of their magnitudes.
+    tol = 2 * EPS[dtype] * ref.abs() + (4 * math.sqrt(terms) + 4) * EPS_ACC[dtype] * scale + 1e-30
+    bad = diff > tol
+    assert not bad.any(), (f'{name}: {int(bad.sum())} of {bad.numel()} elements off, worst '
+                           f'{(diff / tol).max().item():.3g}x the tolerance')
+
+
+@pytest.mark.parametrize('case', CASES, ids=[c.id for c in CASES])
+def test_fuzz_matches_dense_oracle(case: Case):
+    x, weight, theta, bias, grad = make_tensors(case)
+    xr = x.detach().requires_grad_()
+    wr = weight.detach().requires_grad_()
+    out = oriented_dwconv1d(xr, wr, theta, bias, case.stride, case.rounding, case.residual)
+    dx, dw = torch.autograd.grad(out, [xr, wr], grad)
+    torch.cuda.synchronize()
+    ref_out, ref_dx, ref_dw = oracle(x, weight, theta, bias, grad, case.stride, case.rounding, case.residual)
+    # The same computation on absolute values bounds every element's rounding error.
+    abs_out, abs_dx, abs_dw = oracle(x.abs(), weight.abs(), theta, None if bias is None else bias.abs(), grad.abs(),
+                                     case.stride, case.rounding, case.residual)
+    terms_dw = case.n * (-(-case.h // case.stride)) * (-(-case.w // case.stride))
+    assert_close('output', out, ref_out, abs_out, case.k + 2, case.dtype)
+    assert_close('grad_input', dx, ref_dx, abs_dx, case.k + 1, case.dtype)
+    assert_close('grad_weight', dw, ref_dw, abs_dw, terms_dw, case.dtype)
+    fmt = torch.channels_last if case.layout == 'channels_last' else torch.contiguous_format
+    assert out.is_contiguous(memory_format=fmt) and dx.is_contiguous(memory_format=fmt)
+
+
+def test_every_path_is_in_the_quick_set():
+    """Each kernel path of each pass serves at least one case (the dispatcher's own answer)."""
+    seen = {p: set() for p in ALL_PATHS}
+    for case in CASES:
+        x, weight, _, _, _ = make_tensors(case)
+        for p in ALL_PATHS:
+            seen[p].add(oriented_dwconv1d_path(x, weight, case.stride, p))
+    for p, paths in ALL_PATHS.items():
+        missing, extra = sorted(paths - seen[p]), sorted(seen[p] - paths)
+        assert not missing and not extra, f'{p}: paths {missing} never taken, unexpected {extra}'
+
+
+def test_path_query_follows_the_domains():
+    """Dtype, layout, stride and channel alignment pick the documented paths."""
+    def path(c, h, k, stride, dtype, layout, p='forward'):
+        x = torch.randn(2, c, h, h, device='cuda', dtype=dtype)
+        if layout == 'channels_last':
+            x = x.contiguous(memory_format=torch.channels_last)
+        return oriented_dwconv1d_path(x, torch.randn(c, k, device='cuda', dtype=dtype), stride, p)
+
+    assert path(64, 56, 31, 1, torch.bfloat16, 'channels_last') == 'win_nhwc'
+    assert path(60, 56, 31, 1, torch.bfloat16, 'channels_last') == 'vec_nhwc'  # C not a multiple of 16
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last') == 's2_nhwc'
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_input') == 'win_classes_nhwc'
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_weight') == 'vec_wgrad_classes_nhwc'
+    assert path(64, 56, 31, 1, torch.float32, 'nchw') == 'seg_nchw'
+    assert path(64, 56, 31, 2, torch.float32, 'nchw') == 'gather_nchw'
+    assert path(64, 56, 31, 1, torch.float64, 'channels_last') == 'gather_nhwc'
+    assert path(64, 56, 31, 3, torch.float32, 'channels_last', 'backward_weight') == 'wgrad_nhwc'
+    with pytest.raises(ValueError, match='pass_ must be'):
+        path(64, 56, 31, 1, torch.float32, 'nchw', 'sideways')
