@@ -20,10 +20,10 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.registry import HOOKS, METRICS
 from mmengine.runner import Runner
 
+from mmo1d.utils import allow_mmengine_checkpoints
 from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
-    allow_mmengine_checkpoints,
     build_runner,
     check_checkpoint_path,
     export_local_rank,

@@ -15,10 +15,10 @@ from typing import Optional, Sequence
 
 from mmengine.config import Config, DictAction
 
+from mmo1d.utils import allow_mmengine_checkpoints
 from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
-    allow_mmengine_checkpoints,
     build_runner,
     check_checkpoint_path,
     export_local_rank,

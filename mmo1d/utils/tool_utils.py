@@ -3,15 +3,11 @@
 The tools work for mmdet, mmseg and mmpretrain configs alike: the config's ``default_scope`` picks
 the toolbox, which mmengine's registries import on demand, so nothing here imports a toolbox.
 """
-import builtins
-import importlib
 import os
 import os.path as osp
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-import torch
 from mmengine.config import Config
-from mmengine.logging import HistoryBuffer
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
@@ -57,46 +53,6 @@ def check_checkpoint_path(path: str, what: str) -> None:
     """
     if '://' not in path and not osp.isfile(path):
         raise FileNotFoundError(f'{what} not found: {path}')
-
-
-def _numpy_pickle_globals() -> List[object]:
-    """The numpy objects that pickled arrays, scalars and dtypes refer to.
-
-    numpy 2 pickles name ``numpy._core.multiarray``, numpy 1 pickles ``numpy.core.multiarray``;
-    both names are registered so that checkpoints written under either version load.
-    """
-    import numpy as np
-
-    entries: List[object] = [np.ndarray, np.dtype]
-    entries += [cls for name in dir(np.dtypes)
-                if isinstance(cls := getattr(np.dtypes, name), type) and name.endswith('DType')]
-    for module_name in ('numpy._core.multiarray', 'numpy.core.multiarray'):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for attr in ('scalar', '_reconstruct'):
-            entries.append((getattr(module, attr), f'{module_name}.{attr}'))
-    return entries
-
-
-def allow_mmengine_checkpoints() -> None:
-    """Let ``torch.load`` read full mmengine training checkpoints in its safe mode.
-
-    Since torch 2.6 ``torch.load`` defaults to ``weights_only=True``, and mmengine 0.10.7 calls it
-    without that argument. Model weights load either way, but a training checkpoint (what
-    ``--resume`` and ``load_from`` read) also holds the message hub's ``HistoryBuffer`` objects,
-    which keep numpy arrays, and is refused with ``UnpicklingError``. Rather than turning the safe
-    mode off, this adds exactly what such a checkpoint needs (each entry was found necessary) to
-    torch's allow-list of loadable globals: ``HistoryBuffer``; ``builtins.getattr``, through which
-    a ``HistoryBuffer`` pickles its statistics methods; numpy's array and scalar reconstructors,
-    ``ndarray``, ``dtype`` and the ``numpy.dtypes`` classes. Everything else stays refused, so
-    arbitrary code in a checkpoint still cannot run. No-op on torch < 2.4 (no allow-list there).
-    """
-    add_safe_globals = getattr(torch.serialization, 'add_safe_globals', None)
-    if add_safe_globals is None:
-        return
-    add_safe_globals([HistoryBuffer, builtins.getattr] + _numpy_pickle_globals())
 
 
 def build_runner(cfg: Config) -> Runner:

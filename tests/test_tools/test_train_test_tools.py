@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 import pytest
 import torch
 
-from mmo1d.utils.tool_utils import allow_mmengine_checkpoints
+from mmo1d.utils import allow_mmengine_checkpoints
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / 'tools'
