@@ -36,10 +36,10 @@ case "$STAGE" in
   tests)
     {
       header
-      PYTHONPATH=$ROOT "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q \
+      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q \
         -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
       echo "pytest exit status: $?"
-      PYTHONPATH=$ROOT "$PY" -m pytest tests/test_ops -q -p no:cacheprovider -k bad_inputs
+      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" -m pytest tests/test_ops -q -p no:cacheprovider -k bad_inputs
       echo "pytest exit status (bad inputs): $?"
     } 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25
     ;;
@@ -52,8 +52,8 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     for build in old new; do
       dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
       echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
-      PYTHONPATH=$dir "$PY" -c "$repro" 2>&1 | tail -n 1
-      PYTHONPATH=$dir "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
+      PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1
+      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
     done 2>&1 | tee -a "$OUT/compare.log"
     "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |
       tee -a "$OUT/compare.log" | tail -n 15
@@ -62,16 +62,16 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     {
       header
       echo "== memcheck"
-      PYTHONPATH=$ROOT compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
+      PYTHONPATH=$ROOT:$PYTHONPATH compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
       echo "memcheck exit status: $?"
       echo "== racecheck (every other case)"
-      PYTHONPATH=$ROOT compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
+      PYTHONPATH=$ROOT:$PYTHONPATH compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
         "$PY" .dev_scripts/sanitize_op.py --quick
       echo "racecheck exit status: $?"
     } 2>&1 | tee "$OUT/sanitizer.log" | grep -v '^(' | tail -n 30
     ;;
   train)
-    export PYTHONPATH=$ROOT
+    export PYTHONPATH=$ROOT:$PYTHONPATH
     DATA=$OUT/data
     "$PY" tools/dataset_converters/make_demo_data.py --out "$DATA" --ade-train 16 --ade-val 4 --coco-train 16 \
       --coco-val 4 >"$OUT/demo_data.log" 2>&1 || { tail "$OUT/demo_data.log"; exit 1; }
