@@ -8,9 +8,9 @@ Kernels", ICCV 2023, Definition 1, with the truncation the released models use):
 
 Taps outside the image read zero. A NaN or infinite angle has no direction: its sine and cosine
 are taken as 0, so every tap of that channel sits at the centre. ``R`` truncates toward zero
-(``rounding='trunc'``) or floors (``rounding='floor'``). The sine and cosine are the float32 values of the float32 angle, and the
-product with ``d`` is a float32 product. This module is the test oracle and the documented
-semantics; it materialises a (N, C, K, H', W') gather and is meant for small inputs only.
+(``rounding='trunc'``) or floors (``rounding='floor'``). The sine and cosine are the float32
+values of the float32 angle, and the product with ``d`` is a float32 product. This module is the
+test oracle and the documented semantics; it materialises a (N, C, K, H', W') gather and is meant for small inputs only.
 """
 from typing import Optional, Tuple
 
