@@ -1,4 +1,5 @@
 """demo/image_demo.py paints each toolbox's prediction of demo/demo.jpg into a PNG, on the CPU."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -45,10 +46,14 @@ def test_demo_writes_the_painted_prediction(task: str, extra: list, trained: dic
 
 
 def test_demo_names_bad_inputs(tmp_path: Path) -> None:
-    proc = _demo([str(IMAGE), str(tmp_path / 'missing.py'), str(IMAGE), '--out-file', str(tmp_path / 'x.png')],
-                 tmp_path)
-    assert proc.returncode != 0 and 'config file not found' in proc.stderr
+    spec = importlib.util.spec_from_file_location('image_demo', DEMO_SCRIPT)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    with pytest.raises(FileNotFoundError, match='config file not found'):
+        demo.main([str(IMAGE), str(tmp_path / 'missing.py'), str(IMAGE)])
+    with pytest.raises(FileNotFoundError, match='image file not found'):
+        demo.main([str(tmp_path / 'missing.jpg'), str(tmp_path / 'missing.py'), str(IMAGE)])
     config = tmp_path / 'mmengine_only.py'
     config.write_text("default_scope = 'mmengine'\n")
-    proc = _demo([str(IMAGE), str(config), str(IMAGE)], tmp_path)
-    assert proc.returncode != 0 and "default_scope is 'mmengine'" in proc.stderr
+    with pytest.raises(ValueError, match="default_scope is 'mmengine'"):
+        demo.main([str(IMAGE), str(config), str(IMAGE)])
