@@ -52,7 +52,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     for build in old new; do
       dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
       echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
-      PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1
+      (cd "$dir" && "$PY" -c "$repro" 2>&1 | tail -n 1)
       PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
     done 2>&1 | tee -a "$OUT/compare.log"
     "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |

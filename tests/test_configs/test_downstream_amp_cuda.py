@@ -27,13 +27,18 @@ CONFIGS = {
 
 
 def _step(backbone: torch.nn.Module, images: torch.Tensor, dtype) -> dict:
-    backbone.zero_grad(set_to_none=True)
-    with torch.autocast('cuda', dtype=dtype, enabled=dtype is not None):
-        outs = backbone(images)
-    # A loss that reaches every output scale, scaled for float16 as AmpOptimWrapper's GradScaler does.
-    scale = 2.0**16 if dtype == torch.float16 else 1.0
-    (scale * sum(o.float().square().mean() for o in outs)).backward()
-    return {n: p.grad.detach().float() / scale for n, p in backbone.named_parameters() if p.grad is not None}
+    """Gradients of a loss that reaches every output scale. In float16 the loss is scaled as
+    AmpOptimWrapper's dynamic GradScaler does: the largest power of two whose gradients stay finite."""
+    scale = 2.0**24 if dtype == torch.float16 else 1.0
+    while True:
+        backbone.zero_grad(set_to_none=True)
+        with torch.autocast('cuda', dtype=dtype, enabled=dtype is not None):
+            outs = backbone(images)
+        (scale * sum(o.float().square().mean() for o in outs)).backward()
+        grads = {n: p.grad.detach().float() / scale for n, p in backbone.named_parameters() if p.grad is not None}
+        if scale == 1.0 or all(torch.isfinite(g).all() for g in grads.values()):
+            return grads
+        scale /= 2
 
 
 @pytest.mark.parametrize('name', list(CONFIGS))
