@@ -27,14 +27,17 @@ CONFIGS = {
 
 
 def _step(backbone: torch.nn.Module, images: torch.Tensor, dtype) -> dict:
-    """Gradients of a loss that reaches every output scale. In float16 the loss is scaled as
-    AmpOptimWrapper's dynamic GradScaler does: the largest power of two whose gradients stay finite."""
+    """Gradients of a loss that reaches every output scale with unit gradients (a fixed random
+    projection of each output). In float16 the loss is scaled as AmpOptimWrapper's dynamic
+    GradScaler does: the largest power of two whose gradients stay finite."""
     scale = 2.0**24 if dtype == torch.float16 else 1.0
     while True:
         backbone.zero_grad(set_to_none=True)
         with torch.autocast('cuda', dtype=dtype, enabled=dtype is not None):
             outs = backbone(images)
-        (scale * sum(o.float().square().mean() for o in outs)).backward()
+        g = torch.Generator(device='cuda').manual_seed(1)
+        loss = sum((o.float() * torch.randn(o.shape, device='cuda', generator=g)).sum() for o in outs)
+        (scale * loss).backward()
         grads = {n: p.grad.detach().float() / scale for n, p in backbone.named_parameters() if p.grad is not None}
         if scale == 1.0 or all(torch.isfinite(g).all() for g in grads.values()):
             return grads

@@ -36,7 +36,8 @@ ALL_PATHS = {
                 's2_nhwc'},
     'backward_input': {'gather_nchw', 'gather_nhwc', 'gather_nchw+nchw_copies', 'seg_nchw', 'vec_nhwc', 'win_nhwc',
                        'win_classes_nhwc'},
-    'backward_weight': {'wgrad_nchw', 'wgrad_nhwc', 'seg_wgrad_nchw', 'vec_wgrad_nhwc', 'vec_wgrad_classes_nhwc'},
+    'backward_weight': {'wgrad_nchw', 'wgrad_nhwc', 'wgrad_nchw+nchw_copies', 'seg_wgrad_nchw', 'vec_wgrad_nhwc',
+                        'vec_wgrad_classes_nhwc'},
 }
 # Elements of the reference's (N, C, K, H', W') gather per case: large planes get fewer images.
 MAX_TAPS = 300_000_000
@@ -124,6 +125,9 @@ ANCHORS = [
     Case(4, 96, 56, 56, 31, 1, torch.float32, 'nchw', False, 'trunc', 11),
     Case(2, 32, 28, 28, 15, 2, torch.float32, 'nchw', False, 'trunc', 12),
     Case(2, 64, 100, 75, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 13),
+    # Stage 1 of the T models on an ADE20K crop (C and the ++ blocks' 4C), float16 channels_last.
+    Case(2, 96, 128, 128, 31, 1, torch.float16, 'channels_last', False, 'trunc', 14),
+    Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 15),
 ]
 
 
