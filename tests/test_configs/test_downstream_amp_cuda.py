@@ -39,7 +39,7 @@ def _step(backbone: torch.nn.Module, images: torch.Tensor, dtype) -> dict:
         loss = sum((o.float() * torch.randn(o.shape, device='cuda', generator=g)).sum() for o in outs)
         (scale * loss).backward()
         grads = {n: p.grad.detach().float() / scale for n, p in backbone.named_parameters() if p.grad is not None}
-        if scale == 1.0 or all(torch.isfinite(g).all() for g in grads.values()):
+        if dtype != torch.float16 or scale <= 2.0**-24 or all(torch.isfinite(g).all() for g in grads.values()):
             return grads
         scale /= 2
 
