@@ -1,8 +1,9 @@
 """The real UperNet and Cascade Mask R-CNN ++ configs' backbones at their crop sizes under AMP.
 
 One training step (forward + backward) of each backbone (the configs' networks, layer scale 1) as
-mmseg's / mmdet's ``AmpOptimWrapper`` runs it: float32 NCHW images in, autocast to float16 (the toolboxes' default) or bfloat16. Gradients are
-checked against the same step in float32: all of them together, and each parameter's for gross errors.
+mmseg's / mmdet's ``AmpOptimWrapper`` runs it: float32 NCHW images in, autocast to float16 (the
+toolboxes' default) or bfloat16. Gradients are checked against the same step in float32: all of
+them together, and each parameter's for gross errors.
 """
 from pathlib import Path
 
