@@ -6,6 +6,7 @@
 #   bash .dev_scripts/gpu_kernel_check.sh compare  OUT_DIR   # bit-identity with the build in .old/
 #   bash .dev_scripts/gpu_kernel_check.sh sanitize OUT_DIR   # compute-sanitizer memcheck + racecheck
 #   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
+#   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
@@ -93,6 +94,34 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       echo "$1 T-$2: exit $? after $(($(date +%s) - start)) s; $(grep -o 'Iter(train) \[ *[0-9]*/[0-9]*\].*loss: [0-9.]*' \
         "$OUT/train_$1-$2.log" | tail -n 1 | cut -c1-160)"
     done | tee "$OUT/train.log"
+    ;;
+  jit)
+    # A copy built without CUDA kernels compiles csrc/cuda/*.cu on its first CUDA call.
+    JIT=$(mktemp -d)
+    cp -r setup.py pyproject.toml README.md MANIFEST.in csrc mmo1d "$JIT"/
+    rm -f "$JIT"/mmo1d/_C*.so
+    export TORCH_EXTENSIONS_DIR=$JIT/ext
+    (cd "$JIT" && FORCE_CUDA=0 "$PY" setup.py build_ext --inplace >"$OUT/jit_build.log" 2>&1) || { tail "$OUT/jit_build.log"; exit 1; }
+    (cd "$JIT" && PYTHONPATH=$JIT:$PYTHONPATH "$PY" - <<'PYEOF') 2>&1 | tee "$OUT/jit.log"
+import time
+import torch
+from mmo1d.ops import _ext, oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
+assert not _ext._C.cuda_compiled(), 'this build has compiled-in CUDA kernels'
+g = torch.Generator().manual_seed(0)
+x = torch.randn(2, 64, 40, 36, generator=g)
+w = torch.randn(64, 15, generator=g) / 4
+t = oriented_angles(64)
+start = time.time()
+y = oriented_dwconv1d(x.cuda().half().contiguous(memory_format=torch.channels_last), w.cuda().half(), t.cuda(),
+                      None, 2)
+print(f'first CUDA call (JIT compile) {time.time() - start:.0f} s; path',
+      oriented_dwconv1d_path(x.cuda().half().contiguous(memory_format=torch.channels_last), w.cuda().half(), 2))
+ref = oriented_dwconv1d(x, w, t, None, 2)
+err = ((y.float().cpu() - ref).norm() / ref.norm()).item()
+print(f'relative difference to the CPU kernel: {err:.2e}')
+assert err < 3e-3
+print('jit ok')
+PYEOF
     ;;
   *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac
