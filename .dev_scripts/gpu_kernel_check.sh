@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA op's robustness checks on a GPU machine, in stages that each fit a short session:
+# The CUDA op's robustness checks on a GPU machine, in stages of a few minutes each:
 #
 #   bash .dev_scripts/gpu_kernel_check.sh build    OUT_DIR   # build in place (and .old/ if present)
 #   bash .dev_scripts/gpu_kernel_check.sh tests    OUT_DIR   # op tests with the shape fuzz, AMP backbones
