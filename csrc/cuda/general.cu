@@ -76,8 +76,8 @@ bool plan_general_gather(const Problem& p, Pass pass, Plan* plan) {
   if (p.nhwc && plan_gather_layout<scalar_t>(p, pass, true, plan)) return true;
   plan->via_nchw = p.nhwc;
   TORCH_CHECK(plan_gather_layout<scalar_t>(p, pass, false, plan), "oriented_dwconv1d: input ", shape_of(p),
-              " cannot be served on this device: the general gather needs ", std::to_string(plan->launch.smem),
-              " bytes of shared memory for a single output or more blocks than the grid allows");
+              " cannot be served on this device: a tile of one output of the general gather needs more shared "
+              "memory than the device allows, or more blocks than its grid allows");
   return true;
 }
 
@@ -115,8 +115,8 @@ bool plan_general_wgrad(const Problem& p, Plan* plan) {
   if (p.nhwc && plan_wgrad_layout<scalar_t>(p, true, plan)) return true;
   plan->via_nchw = p.nhwc;
   TORCH_CHECK(plan_wgrad_layout<scalar_t>(p, false, plan), "oriented_dwconv1d: input ", shape_of(p),
-              " cannot be served on this device: the general weight gradient needs ", std::to_string(plan->launch.smem),
-              " bytes of shared memory for a single output or more blocks than the grid allows");
+              " cannot be served on this device: a tile of one output of the general weight gradient needs more shared "
+              "memory than the device allows, or more blocks than its grid allows");
   return true;
 }
 
