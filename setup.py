@@ -15,6 +15,7 @@ import importlib.util
 import os
 import os.path as osp
 import shutil
+import sys
 from types import ModuleType
 
 import torch
@@ -61,11 +62,20 @@ def want_cuda() -> bool:
     return CUDA_HOME is not None and torch.version.cuda is not None
 
 
+def openmp_flags() -> list:
+    """``-fopenmp`` where torch runs at::parallel_for on OpenMP (Linux builds): without it the inline
+    at::parallel_for of the CPU kernels compiles to a serial loop. The extension then uses the OpenMP
+    runtime torch has loaded (same soname), so torch.set_num_threads applies to it."""
+    return ['-fopenmp'] if sys.platform.startswith('linux') and torch.backends.openmp.is_available() else []
+
+
 def make_extension():
     sources = [osp.relpath(p, ROOT) for p in cuda_env.cpp_sources(CSRC)]
-    cxx_flags = ['-O3', '-std=c++20']
+    # Baseline instruction set only (no -march): the CPU kernels pick AVX2 / AVX-512 variants at run time.
+    cxx_flags = ['-O3', '-std=c++20'] + openmp_flags()
+    link_flags = openmp_flags()
     if not want_cuda():
-        return CppExtension('mmo1d._C', sources, extra_compile_args={'cxx': cxx_flags})
+        return CppExtension('mmo1d._C', sources, extra_compile_args={'cxx': cxx_flags}, extra_link_args=link_flags)
     if not os.environ.get('TORCH_CUDA_ARCH_LIST') and not torch.cuda.is_available():
         os.environ['TORCH_CUDA_ARCH_LIST'] = DEFAULT_ARCH_LIST
     sources += [osp.relpath(p, ROOT) for p in cuda_env.cuda_sources(CSRC)]
@@ -75,6 +85,7 @@ def make_extension():
         define_macros=[('MMO1D_WITH_CUDA', None)],
         include_dirs=cuda_env.cuda_include_dirs(CUDA_HOME),
         library_dirs=cuda_env.cuda_library_dirs(CUDA_HOME),
+        extra_link_args=link_flags,
         extra_compile_args={
             'cxx': cxx_flags,
             'nvcc': ['-O3', '-std=c++20', '-lineinfo'],
