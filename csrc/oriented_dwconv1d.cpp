@@ -62,6 +62,11 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
                                 .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight", "")
                                 .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                   const at::Tensor&, int64_t, bool)>();
+    static auto params_op = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight_bias", "")
+                                .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                          const at::Tensor&, const at::Tensor&, int64_t,
+                                                                          bool)>();
     const auto saved = ctx->get_saved_variables();
     const auto& grad = grad_outputs[0];
     const int64_t stride = ctx->saved_data["stride"].toInt();
@@ -71,12 +76,14 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
       grad_input = input_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding,
                                  ctx->saved_data["residual"].toBool());
     }
-    if (ctx->needs_input_grad(1)) {
-      grad_weight = weight_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding);
-    }
     // Tensor inputs in order: input, weight, theta, then bias when given.
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3)) {
-      grad_bias = grad.sum({0, 2, 3}, false, at::promote_types(grad.scalar_type(), at::kFloat)).to(grad.scalar_type());
+    const bool bias_needed = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3);
+    if (ctx->needs_input_grad(1) && bias_needed) {
+      std::tie(grad_weight, grad_bias) = params_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding);
+    } else if (ctx->needs_input_grad(1)) {
+      grad_weight = weight_op.call(grad, saved[0], saved[1], saved[2], stride, floor_rounding);
+    } else if (bias_needed) {
+      grad_bias = bias_grad(grad);
     }
     return {grad_input, grad_weight, at::Tensor(), grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -99,9 +106,36 @@ TORCH_LIBRARY(mmo1d, m) {
   m.def(
       "oriented_dwconv1d_backward_weight(Tensor grad_output, Tensor input, Tensor weight, "
       "Tensor theta, int stride, bool floor_rounding) -> Tensor");
+  // Weight and bias gradients in one call: on CUDA's channels_last paths the bias gradient is summed
+  // by the weight-gradient kernel, which reads grad_output anyway.
+  m.def(
+      "oriented_dwconv1d_backward_weight_bias(Tensor grad_output, Tensor input, Tensor weight, "
+      "Tensor theta, int stride, bool floor_rounding) -> (Tensor, Tensor)");
   // The kernel path a call takes on input's device ("forward", "backward_input" or
   // "backward_weight"): a debugging and testing aid, see mmo1d.ops.oriented_dwconv1d_path.
   m.def("oriented_dwconv1d_path(Tensor input, Tensor weight, int stride, str direction) -> str");
+}
+
+namespace {
+
+// Every backend without a kernel of its own for the weight and bias gradients: the weight-gradient
+// op, then the sum of grad_output.
+std::tuple<at::Tensor, at::Tensor> backward_weight_bias_composite(const at::Tensor& grad_output,
+                                                                  const at::Tensor& input, const at::Tensor& weight,
+                                                                  const at::Tensor& theta, int64_t stride,
+                                                                  bool floor_rounding) {
+  static auto weight_op = c10::Dispatcher::singleton()
+                              .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight", "")
+                              .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                const at::Tensor&, int64_t, bool)>();
+  at::Tensor grad_weight = weight_op.call(grad_output, input, weight, theta, stride, floor_rounding);
+  return {grad_weight, bias_grad(grad_output)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmo1d, CompositeExplicitAutograd, m) {
+  m.impl("oriented_dwconv1d_backward_weight_bias", backward_weight_bias_composite);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {

@@ -101,6 +101,13 @@ inline void check_grad_output(const at::Tensor& grad_output, const at::Tensor& i
                    input.scalar_type());
 }
 
+// The bias gradient: grad_output summed over N, H and W, accumulated in float32 (float64 for
+// float64), in grad_output's dtype.
+inline at::Tensor bias_grad(const at::Tensor& grad_output) {
+  return grad_output.sum({0, 2, 3}, false, at::promote_types(grad_output.scalar_type(), at::kFloat))
+      .to(grad_output.scalar_type());
+}
+
 // The arguments of the path query (oriented_dwconv1d_path): input and weight as for the op.
 inline void check_path_args(const at::Tensor& input, const at::Tensor& weight, int64_t stride) {
   TORCH_CHECK(input.dim() == 4 && weight.dim() == 2 && weight.size(0) == input.size(1),

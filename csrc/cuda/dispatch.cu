@@ -4,6 +4,7 @@
 // never to a launch error.
 #include <type_traits>
 
+#include "../oriented_dwconv1d.h"
 #include "plan.cuh"
 
 namespace mmo1d {
@@ -99,21 +100,26 @@ void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const 
 
 template <typename scalar_t>
 void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-               const at::Tensor& weight, bool floor_rounding) {
+               const at::Tensor& weight, bool floor_rounding, at::Tensor* db) {
   if constexpr (!std::is_same_v<scalar_t, double>) {
     switch (plan.path) {
       case Path::kSegWgradNchw:
-        return run_seg_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
+        run_seg_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
+        break;
       case Path::kVecWgradNhwc:
       case Path::kVecWgradClassesNhwc:
-        return run_vec_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
+        return run_vec_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding, db);
       default:
-        break;
+        TORCH_CHECK(plan.path == Path::kWgradNchw || plan.path == Path::kWgradNhwc,
+                    "oriented_dwconv1d: no weight gradient runs the plan of path ", path_name(plan.path));
+        run_general_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
     }
+  } else {
+    TORCH_CHECK(plan.path == Path::kWgradNchw || plan.path == Path::kWgradNhwc,
+                "oriented_dwconv1d: no weight gradient runs the plan of path ", path_name(plan.path));
+    run_general_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
   }
-  TORCH_CHECK(plan.path == Path::kWgradNchw || plan.path == Path::kWgradNhwc,
-              "oriented_dwconv1d: no weight gradient runs the plan of path ", path_name(plan.path));
-  run_general_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
+  if (db != nullptr) *db = bias_grad(dy);
 }
 
 #define MMO1D_INSTANTIATE(T)                                                                                    \
@@ -121,7 +127,7 @@ void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::
   template void run_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&,         \
                               const at::Tensor&, bool, bool, int);                                              \
   template void run_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, \
-                             const at::Tensor&, bool);
+                             const at::Tensor&, bool, at::Tensor*);
 MMO1D_INSTANTIATE(double)
 MMO1D_INSTANTIATE(float)
 MMO1D_INSTANTIATE(c10::Half)

@@ -104,21 +104,24 @@ bool plan_vec_wgrad(const Problem& p, Plan* plan) {
 
 template <typename scalar_t>
 void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                   const at::Tensor& weight, bool floor_rounding) {
+                   const at::Tensor& weight, bool floor_rounding, at::Tensor* db) {
   const int classes = static_cast<int>(plan.launch.grid_y);
   const auto t = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false, classes);
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
+  at::Tensor bpartial;
+  if (db != nullptr) bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last weight-gradient");
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
       x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), t.same(), partial.data_ptr<float>(),
-      g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok,
+      db != nullptr ? bpartial.data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok,
       static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
-  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, classes);
+  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, classes,
+                                       db != nullptr ? &bpartial : nullptr, db);
 }
 
 #define MMO1D_INSTANTIATE(T)                                                                                        \
@@ -127,7 +130,7 @@ void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, 
                                   const at::Tensor&, bool, bool, int);                                              \
   template bool plan_vec_wgrad<T>(const Problem&, Plan*);                                                           \
   template void run_vec_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, \
-                                 const at::Tensor&, bool);
+                                 const at::Tensor&, bool, at::Tensor*);
 MMO1D_INSTANTIATE(float)
 MMO1D_INSTANTIATE(c10::Half)
 MMO1D_INSTANTIATE(c10::BFloat16)

@@ -137,8 +137,8 @@ template <typename scalar_t, int R, int P>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const int2* __restrict__ toff, const int* __restrict__ tnpts, const int2* __restrict__ thalo,
-                          const int* __restrict__ tsame, float* __restrict__ partial, const FastGeometry g, int Hx,
-                          int Wx, int N, int chunk, bool vec_ok, int tile_bytes) {
+                          const int* __restrict__ tsame, float* __restrict__ partial, float* __restrict__ bpartial,
+                          const FastGeometry g, int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int slots = blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
+  __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
   block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
@@ -180,6 +181,12 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int cq = c0 + quarter * V;
   const FastDiv div_tw(twd);
   const int n_end = min(N, (ck + 1) * chunk);
+  // The bias gradient (sum of dy over the block's outputs) rides along in the first class's blocks:
+  // every output's dy is loaded once there.
+  const bool with_bias = bpartial != nullptr && cls == 0;
+  float bacc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
   for (int n = ck * chunk; n < n_end; ++n) {
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
@@ -204,6 +211,13 @@ __global__ void __launch_bounds__(kFastThreads, 3)
           } else {
 #pragma unroll
             for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
+          }
+        }
+        if (with_bias) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
         }
         for (int j = 0; j < np; ++j) {
@@ -239,6 +253,11 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       }
     }
   }
+  if (with_bias) {
+    int k;
+    const float sum = slot_sum<V>(bacc, lane, &k);
+    if (lane < 16 && (V == 4 || lane < 8)) s_bias[warp][quarter * V + k] = sum;
+  }
   __syncthreads();
   const int parts = g.tiles * chunks;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
@@ -247,6 +266,11 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     float v = 0.0f;
     for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
     partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+  if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
+    float v = 0.0f;
+    for (int w = 0; w < nwarps; ++w) v += s_bias[w][threadIdx.x];
+    bpartial[int64_t(c0 + threadIdx.x) * parts + tile * chunks + ck] = v;
   }
 }
 

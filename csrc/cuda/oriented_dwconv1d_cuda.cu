@@ -32,6 +32,7 @@
 
 #include "../oriented_dwconv1d.h"
 #include "plan.cuh"
+#include "table_cache.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -106,15 +107,20 @@ at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& 
   return dx;
 }
 
-at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-                                const at::Tensor& theta, int64_t stride, bool floor_rounding) {
+// The weight gradient and, with db, the bias gradient (C values in input's dtype).
+at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                       const at::Tensor& theta, int64_t stride, bool floor_rounding, at::Tensor* db) {
   check_forward_args(input, weight, theta, c10::nullopt, stride);
   check_cuda_tensor(input, "input");
   check_cuda_tensor(grad_output, "grad_output");
   check_grad_output(grad_output, input, stride);
   const c10::cuda::CUDAGuard guard(input.device());
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
-  if (input.numel() == 0) return dw.zero_();
+  if (db != nullptr) *db = at::empty({input.size(1)}, input.options());
+  if (input.numel() == 0) {
+    if (db != nullptr) db->zero_();
+    return dw.zero_();
+  }
   const auto fmt = output_memory_format(input);
   const at::Tensor x = input.contiguous(fmt);
   const at::Tensor dy = grad_output.contiguous(fmt);
@@ -122,9 +128,22 @@ at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor&
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(),
                                   "oriented_dwconv1d_backward_weight_cuda", [&] {
                                     const Plan plan = plan_call<scalar_t>(p, Pass::kWeightGrad);
-                                    run_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding);
+                                    run_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding, db);
                                   });
   return dw;
+}
+
+at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                                const at::Tensor& theta, int64_t stride, bool floor_rounding) {
+  return weight_grad(grad_output, input, weight, theta, stride, floor_rounding, nullptr);
+}
+
+std::tuple<at::Tensor, at::Tensor> backward_weight_bias_cuda(const at::Tensor& grad_output, const at::Tensor& input,
+                                                             const at::Tensor& weight, const at::Tensor& theta,
+                                                             int64_t stride, bool floor_rounding) {
+  at::Tensor db;
+  at::Tensor dw = weight_grad(grad_output, input, weight, theta, stride, floor_rounding, &db);
+  return {dw, db};
 }
 
 // The path a call with this input, weight, stride and pass takes ("forward", "backward_input" or
@@ -160,10 +179,18 @@ std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, int64_t
 
 }  // namespace cuda
 
+// The table-structure cache (table_cache.cuh): its size, and emptying it (needed only after angles
+// were changed in a way that bypasses the tensor's version counter, e.g. through .data).
+TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
+  m.def("table_cache_size() -> int", &cuda::table_cache_size);
+  m.def("clear_table_cache() -> ()", &cuda::clear_table_cache);
+}
+
 TORCH_LIBRARY_IMPL(mmo1d, CUDA, m) {
   m.impl("oriented_dwconv1d", &cuda::forward_cuda);
   m.impl("oriented_dwconv1d_backward_input", &cuda::backward_input_cuda);
   m.impl("oriented_dwconv1d_backward_weight", &cuda::backward_weight_cuda);
+  m.impl("oriented_dwconv1d_backward_weight_bias", &cuda::backward_weight_bias_cuda);
   m.impl("oriented_dwconv1d_path", &cuda::path_cuda);
 }
 

@@ -86,7 +86,7 @@ template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, Plan* plan);
 template <typename scalar_t>
 void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                   const at::Tensor& weight, bool floor_rounding);
+                   const at::Tensor& weight, bool floor_rounding, at::Tensor* db);
 
 template <typename scalar_t>
 bool plan_win_gather(const Problem& p, Pass pass, Plan* plan);
@@ -105,13 +105,14 @@ template <typename scalar_t>
 Plan plan_call(const Problem& p, Pass pass);
 
 // Runs a plan of plan_call: a gather (forward: src = x, sign +1; input gradient: src = dy, sign
-// -1) or a weight gradient.
+// -1) or a weight gradient; with db (C values, dw's dtype) also the bias gradient, the sum of dy over
+// N, H and W (summed inside the channels_last weight-gradient kernels, by ATen for the other paths).
 template <typename scalar_t>
 void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
                 const at::Tensor& weight, bool floor_rounding, bool residual, int sign);
 template <typename scalar_t>
 void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-               const at::Tensor& weight, bool floor_rounding);
+               const at::Tensor& weight, bool floor_rounding, at::Tensor* db = nullptr);
 
 // Whether C and the data pointers suit the 32-bytes-of-channels vector loads.
 template <typename scalar_t>

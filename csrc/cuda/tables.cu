@@ -1,69 +1,98 @@
-// Host builders of the per-call tables (tables.cuh): one small kernel per call, one thread per
-// channel (and parity class).
+// Host builders of the tables (tables.cuh): the angle-dependent structure from the table cache
+// (built by one small kernel, one thread per channel and parity class, the first time a theta buffer
+// is seen), the merged weights by one small kernel per call (one thread per table entry and point).
 #include <ATen/cuda/CUDAContext.h>
 
+#include "table_cache.cuh"
 #include "tables.cuh"
 
 namespace mmo1d {
 namespace cuda {
 
+namespace {
+
+// Merged weights of the entries (channels x classes) of a structure whose tap -> point map is
+// tap_map: entries * K values of acc_t.
+template <typename scalar_t, typename acc_t>
+at::Tensor merged_weights(const int* tap_map, const at::Tensor& weight, int entries, bool residual) {
+  const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
+  at::Tensor pw = at::empty({int64_t(entries) * K}, weight.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+  const at::Tensor w = weight.contiguous();
+  merge_weights_kernel<scalar_t, acc_t><<<ceil_div(int64_t(entries) * K, 256), 256, 0,
+                                          at::cuda::getCurrentCUDAStream()>>>(
+      tap_map, w.data_ptr<scalar_t>(), C, K, entries, residual, pw.data_ptr<acc_t>());
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return pw;
+}
+
+// Layout of TablesT::ints for C entries of K taps: off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K) |
+// same (C).
+at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, bool floor_rounding, int classes) {
+  const int C = channels * classes;
+  at::Tensor ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, th.options().dtype(at::kInt));
+  int* p = ints.data_ptr<int>();
+  int* npts = p + 2 * int64_t(C) * K + 2 * C;
+  build_tables_kernel<float, float><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+      th.data_ptr<float>(), nullptr, channels, K, floor_rounding, false, classes, reinterpret_cast<int2*>(p), nullptr,
+      npts, npts + C, reinterpret_cast<int2*>(p + 2 * int64_t(C) * K), p + 3 * int64_t(C) * K + 3 * C);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return ints;
+}
+
+// Layout of SegTables::ints (head = 6 * C rounded up to 4): info (C*4) | halo (C*2) | pad | segs (C*K*4) |
+// tap -> slot (C*K).
+at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, bool floor_rounding, int sign,
+                                   int classes, int64_t head) {
+  const int C = channels * classes;
+  at::Tensor ints = at::empty({head + 5 * int64_t(C) * K}, th.options().dtype(at::kInt));
+  // The kernel merges (zero) weights as it walks the taps: in shared-memory scratch (K floats + K ints
+  // per thread) when it fits, else in this buffer.
+  at::Tensor scratch_w = at::empty({int64_t(C) * K}, th.options());
+  int* p = ints.data_ptr<int>();
+  // One thread per channel, 32 per block (the channels spread over many SMs: the per-thread work is
+  // a serial walk over the taps).
+  const int threads = 32;
+  const int64_t scratch = int64_t(threads) * K * (sizeof(float) + sizeof(int));
+  const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
+  build_segments_kernel<float><<<ceil_div(C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
+      th.data_ptr<float>(), nullptr, channels, K, floor_rounding, false, sign, classes, reinterpret_cast<SegInfo*>(p),
+      reinterpret_cast<int4*>(p + head), scratch_w.data_ptr<float>(), reinterpret_cast<int2*>(p + 4 * int64_t(C)),
+      p + head + 4 * int64_t(C) * K, scratch_bytes);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return ints;
+}
+
+}  // namespace
+
 template <typename scalar_t, typename acc_t>
 TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
                             bool with_weights, int classes) {
   const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
-  const int C = channels * classes;
   TablesT<acc_t> t;
-  t.C = C;
+  t.C = channels * classes;
   t.K = K;
-  t.ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, weight.options().dtype(at::kInt));
-  if (with_weights) {
-    t.weights = at::empty({int64_t(C) * K}, weight.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-  }
-  const at::Tensor th = theta.to(at::kFloat).contiguous();
-  const at::Tensor w = weight.contiguous();
-  at::Tensor& ints_t = t.ints;
-  int* ints = ints_t.data_ptr<int>();
-  int2* off = reinterpret_cast<int2*>(ints);
-  int* same = ints + 3 * int64_t(C) * K + 3 * C;
-  int2* halo = reinterpret_cast<int2*>(ints + 2 * int64_t(C) * K);
-  int* npts = ints + 2 * int64_t(C) * K + 2 * C;
-  int* tap_pt = npts + C;
-  acc_t* pw = nullptr;
-  if (with_weights) {
-    at::Tensor& w_t = t.weights;
-    pw = w_t.data_ptr<acc_t>();
-  }
-  build_tables_kernel<scalar_t, acc_t><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), w.data_ptr<scalar_t>(), channels, K, floor_rounding, residual, classes, off, pw, npts,
-      tap_pt, halo, same);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  t.ints = cached_table_structure(theta, TableKey{TableKind::kPoints, K, floor_rounding, 1, classes},
+                                  [&](const at::Tensor& th) {
+                                    return build_point_structure(th, channels, K, floor_rounding, classes);
+                                  });
+  if (with_weights) t.weights = merged_weights<scalar_t, acc_t>(t.tap_pt(), weight, t.C, residual);
   return t;
 }
 
 template <typename scalar_t>
 SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
                          int sign, int classes) {
+  const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
   SegTables t;
-  const int C = static_cast<int>(weight.size(0));
-  t.C = C * classes;
-  t.K = static_cast<int>(weight.size(1));
-  const int64_t head = (6 * int64_t(t.C) + 3) / 4 * 4;
-  t.head = head;
-  t.ints = at::empty({head + 5 * int64_t(t.C) * t.K}, weight.options().dtype(at::kInt));
-  t.weights = at::empty({int64_t(t.C) * t.K}, weight.options().dtype(at::kFloat));
-  const at::Tensor th = theta.to(at::kFloat).contiguous();
-  const at::Tensor w = weight.contiguous();
-  int* ints = t.ints.data_ptr<int>();
-  // One thread per channel, 32 per block (the channels spread over many SMs: the per-thread work is
-  // a serial walk over the taps), with K floats + K ints of shared-memory scratch each when they fit.
-  const int threads = 32;
-  const int64_t scratch = int64_t(threads) * t.K * (sizeof(float) + sizeof(int));
-  const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
-  build_segments_kernel<scalar_t><<<ceil_div(t.C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), w.data_ptr<scalar_t>(), C, t.K, floor_rounding, residual, sign, classes,
-      reinterpret_cast<SegInfo*>(ints), reinterpret_cast<int4*>(ints + head), t.weights.data_ptr<float>(),
-      reinterpret_cast<int2*>(ints + 4 * int64_t(t.C)), ints + head + 4 * int64_t(t.C) * t.K, scratch_bytes);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  t.C = channels * classes;
+  t.K = K;
+  t.head = (6 * int64_t(t.C) + 3) / 4 * 4;
+  t.ints = cached_table_structure(theta, TableKey{TableKind::kSegments, K, floor_rounding, sign, classes},
+                                  [&](const at::Tensor& th) {
+                                    return build_segment_structure(th, channels, K, floor_rounding, sign, classes,
+                                                                   t.head);
+                                  });
+  t.weights = merged_weights<scalar_t, float>(t.tap_sp(), weight, t.C, residual);
   return t;
 }
 

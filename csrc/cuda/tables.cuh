@@ -87,7 +87,7 @@ __global__ void build_tables_kernel(const float* __restrict__ theta, const scala
       ph = max(ph, abs(dh));
       pwid = max(pwid, abs(dw));
     }
-    wsum += static_cast<acc_t>(weight[wbase + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+    if (pw != nullptr) wsum += static_cast<acc_t>(weight[wbase + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
     tap_pt[base + t] = n;
   }
   if (pw != nullptr && n >= 0) pw[base + n] = wsum;
@@ -232,7 +232,8 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
       tsp[t] = -1;
       continue;
     }
-    float wt = static_cast<float>(weight[wbase + t]) + ((residual && t == centre) ? 1.0f : 0.0f);
+    float wt = weight != nullptr ? static_cast<float>(weight[wbase + t]) + ((residual && t == centre) ? 1.0f : 0.0f)
+                                 : 0.0f;
     if (dh == prev_h && dw == prev_w) {
       w[nw - 1] += wt;
       tsp[t] = nw - 1;
@@ -264,6 +265,27 @@ __global__ void build_segments_kernel(const float* __restrict__ theta, const sca
   halo[idx] = make_int2(ph, pwid);
 }
 
+// The merged weights of tables whose structure was built without them (weight == nullptr above, or
+// cached): pw[e * K + j] = sum over the taps t of entry e (channel e % C) that map to point or slot j
+// (tap_map[e * K + t] == j), in tap order, of weight[c * K + t], plus 1 at the centre tap in the
+// residual form; 0 where no tap maps. The sums run in the order of the builds above, so the weights
+// are theirs bit for bit.
+template <typename scalar_t, typename acc_t>
+__global__ void merge_weights_kernel(const int* __restrict__ tap_map, const scalar_t* __restrict__ weight, int C,
+                                     int K, int entries, bool residual, acc_t* __restrict__ pw) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx >= int64_t(entries) * K) return;
+  const int64_t e = idx / K;
+  const int j = static_cast<int>(idx - e * K);
+  const int* map = tap_map + e * K;
+  const scalar_t* w = weight + (e % C) * K;
+  acc_t v = acc_t(0);
+  for (int t = 0; t < K; ++t) {
+    if (map[t] == j) v += static_cast<acc_t>(w[t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+  }
+  pw[idx] = v;
+}
+
 struct SegTables {
   at::Tensor ints;     // info (C * 4) | halo (C * 2) | pad | segs (C * K * 4) | tap -> weight slot (C * K)
   at::Tensor weights;  // C * K
@@ -277,6 +299,8 @@ struct SegTables {
 };
 
 // Host builders (tables.cu; instantiated for double/double, float/float, Half/float, BFloat16/float).
+// The structure (everything but the merged weights) comes from the table cache (table_cache.cuh);
+// the merged weights are computed at each call from the call's weight.
 template <typename scalar_t, typename acc_t>
 TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
                             bool with_weights, int classes = 1);

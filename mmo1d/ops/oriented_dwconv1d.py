@@ -44,6 +44,12 @@ def _backward_weight_fake(grad_output, input, weight, theta, stride, floor_round
     return torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
 
 
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_weight_bias')
+def _backward_weight_bias_fake(grad_output, input, weight, theta, stride, floor_rounding):
+    return (torch.empty(weight.shape, dtype=weight.dtype, device=weight.device),
+            torch.empty(input.shape[1:2], dtype=input.dtype, device=input.device))
+
+
 def oriented_dwconv1d(input: Tensor,
                       weight: Tensor,
                       theta: Tensor,

@@ -1,0 +1,26 @@
+"""The CUDA kernels' cache of angle tables.
+
+The CUDA kernels turn each channel's angle into tables (tap offsets, the distinct points of the
+line, their runs along an axis, the halo). These depend only on ``theta``, K, the rounding and the
+pass, so they are built once per ``theta`` buffer and reused while that buffer lives unchanged: the
+cache checks the buffer's storage and its version counter, so an in-place change (``theta.add_``,
+``load_state_dict``) or a new tensor at a reused address is seen. A change that bypasses the version
+counter, such as writing through ``theta.data``, is not: call :func:`clear_table_cache` after one.
+"""
+import torch
+
+from . import _ext
+
+
+def table_cache_size() -> int:
+    """Number of cached table structures (0 when the CUDA kernels are not loaded)."""
+    return int(torch.ops.mmo1d.table_cache_size()) if _ext._cuda_ready else 0
+
+
+def clear_table_cache() -> None:
+    """Forget every cached table structure; the next call of each convolution rebuilds its own."""
+    if _ext._cuda_ready:
+        torch.ops.mmo1d.clear_table_cache()
+
+
+__all__ = ['clear_table_cache', 'table_cache_size']
