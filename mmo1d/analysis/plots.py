@@ -7,7 +7,7 @@ Two result formats, both ``{'env': {...}, 'records': [...]}``:
   ``pass`` (``fwd`` / ``fwdbwd``), ``H``, ``K``, ``angle_deg`` (degrees, ``'mixed8'`` for the
   models' 8-direction layout, None for the baselines) and ``ms``;
 - the model benchmark (``tools/analysis_tools/benchmark_model.py``, ``models_<gpu>.json``): records
-  with ``model``, ``mode`` (``fp32`` / ``bf16``), ``pass`` (``infer`` / ``train``), ``ms`` and
+  with ``model``, ``mode`` (``fp32`` / ``bf16`` / ``fp16``), ``pass`` (``infer`` / ``train``), ``ms`` and
   ``img_per_s`` (None when the step ran out of memory).
 
 Figures are drawn on :class:`matplotlib.figure.Figure` objects (no pyplot state, no display
@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-_OP_ROWS = (('float32', 'fwd'), ('float32', 'fwdbwd'), ('bfloat16', 'fwd'), ('bfloat16', 'fwdbwd'))
+_OP_ROWS = tuple((dtype, pas) for dtype in ('float32', 'bfloat16', 'float16') for pas in ('fwd', 'fwdbwd'))
 _PASS_NAMES = {'fwd': 'forward', 'fwdbwd': 'forward + backward', 'infer': 'inference', 'train': 'training'}
 # Where the 8-direction layout of the models is drawn on the angle axis.
 _MIXED_X = 195.0

@@ -16,7 +16,11 @@ VARIANTS = ('2d', '1d', '1dpp', '2dpp')
 NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++'}
 #: Benchmark modes: (autocast dtype or None, memory format of model and input).
 MODES: Dict[str, Tuple[Optional[torch.dtype], torch.memory_format]] = {
-    'fp32': (None, torch.contiguous_format), 'bf16': (torch.bfloat16, torch.channels_last)}
+    'fp32': (None, torch.contiguous_format), 'bf16': (torch.bfloat16, torch.channels_last),
+    'fp16': (torch.float16, torch.channels_last)}
+#: Modes whose training step scales the loss with ``torch.amp.GradScaler`` (dynamic scale), as
+#: mmengine's ``AmpOptimWrapper`` (float16 by default in mmdet's and mmseg's AMP configs) does.
+LOSS_SCALED_MODES = ('fp16', )
 
 
 def config_path(config_dir: str, arch: str, variant: str) -> str:

@@ -7,6 +7,7 @@ import datetime
 import math
 import os.path as osp
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -99,8 +100,9 @@ def nvidia_driver() -> str:
 
 
 def command_line() -> str:
-    """The command that started this process, as ``python <script relative to cwd> <args>``."""
-    return 'python ' + ' '.join([osp.relpath(sys.argv[0])] + sys.argv[1:])
+    """The command that started this process, as ``python <script relative to cwd> <args>``, each
+    argument quoted for the shell where it needs to be."""
+    return 'python ' + shlex.join([osp.relpath(sys.argv[0])] + sys.argv[1:])
 
 
 def utc_now() -> str:

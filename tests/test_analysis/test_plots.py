@@ -101,4 +101,8 @@ def test_op_benchmark_tool_draws_its_figure(tmp_path, monkeypatch):
     monkeypatch.setattr(tool, 'run', lambda args: result)
     tool.main(['--out-dir', str(tmp_path)])
     assert (tmp_path / 'NVIDIA_H100_80GB_HBM3.json').exists() and (tmp_path / 'NVIDIA_H100_80GB_HBM3.md').exists()
-    assert np.asarray(Image.open(tmp_path / 'NVIDIA_H100_80GB_HBM3.png')).shape[:2] == (1210, 1260)
+    # One panel per (dtype, pass) row and size column of the result, at the plotting module's scale.
+    drawn = plots.plot_op_benchmark(result, str(tmp_path / 'again.png'))
+    assert len(drawn.axes) == len({(r['dtype'], r['pass']) for r in result['records']}) * len(
+        {r['H'] for r in result['records']})
+    assert_png_size(tmp_path / 'NVIDIA_H100_80GB_HBM3.png', drawn)

@@ -1,7 +1,9 @@
 """tools/analysis_tools/benchmark_model.py: the CPU smoke path writes complete results (the median over
-rounds) and skips a missing timm."""
+rounds) in the fp32, bf16 and fp16 modes, scales the fp16 training loss as AmpOptimWrapper does, and skips
+a missing timm."""
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -18,21 +20,28 @@ def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     # Hide timm whether or not it is installed: the baseline must be skipped with a message.
     monkeypatch.setitem(sys.modules, 'timm', None)
     result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '64', '--archs', 'tiny',
-                                  '--variants', '1dpp', '--repeats', '2', '--rounds', '3', '--warmup', '0',
+                                  '--variants', '1dpp', '--repeats', '1', '--rounds', '3', '--warmup', '0',
                                   '--out-dir', str(tmp_path)])
     out = capsys.readouterr().out
     assert 'timm is not installed: skipping the timm ConvNeXt baseline' in out
     records = result['records']
     assert {(r['model'], r['mode'], r['pass']) for r in records} == {
-        ('ConvNeXt-T-1D++ (mmo1d)', mode, pas) for mode in ('fp32', 'bf16') for pas in ('infer', 'train')}
+        ('ConvNeXt-T-1D++ (mmo1d)', mode, pas) for mode in ('fp32', 'bf16', 'fp16') for pas in ('infer', 'train')}
     assert all(r['ms'] > 0 and abs(r['img_per_s'] - 2 / (r['ms'] * 1e-3)) < 0.1 for r in records)
     # One time per round; the reported time is their median.
     assert all(len(r['round_ms']) == 3 and r['ms'] == sorted(r['round_ms'])[1] for r in records)
+    # Only the fp16 training step scales its loss: a dynamic GradScaler's scale, a power of two that
+    # starts at 2**16 and only halves (on overflow) or doubles after 2000 clean steps.
+    scaled = {(r['mode'], r['pass']): r['loss_scale'] for r in records if 'loss_scale' in r}
+    assert list(scaled) == [('fp16', 'train')]
+    scale = scaled['fp16', 'train']
+    assert 0 < scale <= 2.0**16 and math.log2(scale) == int(math.log2(scale))
     saved = json.loads((tmp_path / 'models_cpu.json').read_text())
     assert saved['records'] == records and saved['env']['gpu'] == 'cpu' and saved['env']['timm'] is None
     assert saved['env']['command'].startswith('python ')
     md = (tmp_path / 'models_cpu.md').read_text()
-    assert '| ConvNeXt-T-1D++ (mmo1d) |' in md and '## bf16' in md and 'timm not installed' in md
+    assert '| ConvNeXt-T-1D++ (mmo1d) |' in md and '## bf16' in md and '## fp16' in md and 'timm not installed' in md
+    assert f"Command: `{saved['env']['command']}`" in md
 
 
 def test_no_gpu_message():

@@ -4,11 +4,14 @@ Models of "Convolutional Networks with Oriented 1D Kernels" (Kirchmeyer & Deng, 
 from ``configs/mmpretrain`` (mmpretrain ImageClassifier: backbone, final norm, linear head), and
 timm's ``convnext_tiny`` / ``convnext_base`` with the same stochastic depth as the baseline, timed in
 the same process. For every model: inference (no grad) and a training step (forward,
-cross-entropy, backward, AdamW step), in float32 (NCHW) and in bfloat16 autocast with channels_last
-model and input. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats. The
+cross-entropy, backward, AdamW step), in float32 (NCHW), in bfloat16 autocast and in float16
+autocast, both with channels_last model and input; float16 training scales the loss with
+``torch.amp.GradScaler`` (dynamic scale), as mmengine's ``AmpOptimWrapper`` does in the float16 AMP
+of mmdet's and mmseg's configs. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats. The
 models of one size are timed in interleaved rounds (every model once per round) and each reports
 the median over rounds, so that a slow phase of a shared GPU affects the baseline and the models
-alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated``. Writes
+alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated`` (reset before
+each model, mode and pass; weights, optimizer state and activations). Writes
 ``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command, and the figure ``.png``.
 
 Examples::
@@ -32,7 +35,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmo1d.analysis.plots import plot_model_benchmark
-from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+from mmo1d.benchmark.classifiers import (
+    LOSS_SCALED_MODES,
+    MODES,
+    VARIANTS,
+    build_classifier,
+    display_name,
+    drop_path_rate,
+)
 from mmo1d.benchmark.timing import command_line, nvidia_driver, utc_now
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
@@ -104,8 +114,9 @@ def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch
         for pas in PASSES:
             model.train(pas == 'train')
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if pas == 'train' else None
+            scaler = torch.amp.GradScaler(device.type) if optimizer and mode in LOSS_SCALED_MODES else None
 
-            def step(x=x, y=y, optimizer=optimizer, dtype=dtype) -> None:
+            def step(x=x, y=y, optimizer=optimizer, scaler=scaler, dtype=dtype) -> None:
                 with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                     if optimizer is None:
                         with torch.no_grad():
@@ -113,8 +124,13 @@ def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch
                         return
                     loss = F.cross_entropy(model(x).float(), y)
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                if scaler is None:
+                    loss.backward()
+                    optimizer.step()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
 
             if device.type == 'cuda':
                 torch.cuda.empty_cache()
@@ -124,11 +140,14 @@ def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch
             except torch.cuda.OutOfMemoryError:
                 ms = None
             peak = torch.cuda.max_memory_allocated(device) if device.type == 'cuda' else None
-            records.append(dict(model=name, mode=mode, **{'pass': pas}, ms=ms, peak_mem_bytes=peak))
+            record = dict(model=name, mode=mode, **{'pass': pas}, ms=ms, peak_mem_bytes=peak)
+            if scaler is not None:
+                record['loss_scale'] = scaler.get_scale()
+            records.append(record)
             print(f"{name:26s} {mode:5s} {pas:5s} "
                   + ('out of memory' if ms is None else f'{ms:9.2f} ms {args.batch_size / (ms * 1e-3):9.1f} img/s')
                   + ('' if peak is None else f'  peak {peak / 2**20:9.1f} MiB'), flush=True)
-            del optimizer, step
+            del optimizer, scaler, step
             model.zero_grad(set_to_none=True)
     # Off the device between measurements: the next model's peak memory must not include this one.
     model.to('cpu')
@@ -160,7 +179,10 @@ def summarize(result: Dict) -> str:
              f"({env['warmup']} steps before the first round); the median over rounds is reported.", '',
              f"Command: `{env['command']}`", '',
              'Inference: forward without gradients. Training: forward, cross-entropy, backward, AdamW step. '
-             'fp32: float32, NCHW. bf16: bfloat16 autocast, channels_last model and input. '
+             'fp32: float32, NCHW. bf16: bfloat16 autocast, channels_last model and input. fp16: float16 '
+             'autocast, channels_last model and input, loss scaled by torch.amp.GradScaler (dynamic, as '
+             'mmengine\'s AmpOptimWrapper). Peak memory: torch.cuda.max_memory_allocated over the steps of one '
+             'model, mode and pass (weights, AdamW state, activations). '
              '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode.', '']
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
     models = list(dict.fromkeys(r['model'] for r in recs))
@@ -188,7 +210,8 @@ def summarize(result: Dict) -> str:
 
 def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
     """One record per (model, mode, pass): the median step time over rounds (None if any round ran
-    out of memory), its throughput, each round's time and the largest peak memory."""
+    out of memory), its throughput, each round's time and the largest peak memory; for a loss-scaled
+    training step, the GradScaler's scale after the last round."""
     by_key: Dict[tuple, List[Dict]] = {}
     for rec in rounds:
         by_key.setdefault((rec['model'], rec['mode'], rec['pass']), []).append(rec)
@@ -197,10 +220,13 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
         times = [r['ms'] for r in recs]
         ms = None if None in times else statistics.median(times)
         peaks = [r['peak_mem_bytes'] for r in recs if r['peak_mem_bytes'] is not None]
-        records.append(dict(model=model, mode=mode, **{'pass': pas}, ms=None if ms is None else round(ms, 3),
-                            img_per_s=None if ms is None else round(batch_size / (ms * 1e-3), 1),
-                            round_ms=[None if t is None else round(t, 3) for t in times],
-                            peak_mem_bytes=max(peaks) if peaks else None))
+        record = dict(model=model, mode=mode, **{'pass': pas}, ms=None if ms is None else round(ms, 3),
+                      img_per_s=None if ms is None else round(batch_size / (ms * 1e-3), 1),
+                      round_ms=[None if t is None else round(t, 3) for t in times],
+                      peak_mem_bytes=max(peaks) if peaks else None)
+        if 'loss_scale' in recs[-1]:
+            record['loss_scale'] = recs[-1]['loss_scale']
+        records.append(record)
     return records
 
 

@@ -6,10 +6,12 @@ kernel size run in interleaved rounds):
 * ``mmo1d`` at every angle 0, 22.5, ..., 157.5 degrees and the 8-direction layout of the models;
 * ``torch_horizontal``: PyTorch's depthwise ``conv2d`` with a (1, K) kernel, NCHW, same dtype;
 * ``torch_2d_7x7``: PyTorch's depthwise 7x7 ``conv2d`` in the same dtype and layout (ConvNeXt);
-* ``masked_2d``: a KxK depthwise ``conv2d`` whose kernel is zero off the oriented lines;
+* ``masked_2d``: a KxK depthwise ``conv2d`` whose kernel is zero off the oriented lines, same dtype and layout;
 
-for fp32 NCHW and bf16 channels_last, forward and forward+backward (input and weight gradients),
-plus the peak memory of each and the device-to-device copy bandwidth (memory roofline). Writes
+for fp32 NCHW, bf16 channels_last and fp16 channels_last (the dtype of mmdet's and mmseg's AMP
+configs: mmengine's ``AmpOptimWrapper`` autocasts to float16 by default), forward and
+forward+backward (input and weight gradients), plus the peak memory of each and the
+device-to-device copy bandwidth (memory roofline). Writes
 ``<out-dir>/<gpu>.json``, ``<out-dir>/<gpu>.md`` and the figure ``<out-dir>/<gpu>.png`` (time per angle).
 
 Example::
@@ -30,7 +32,8 @@ from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
 
 ANGLES = [22.5 * i for i in range(8)]
-CONFIGS = {'float32': (torch.float32, 'nchw'), 'bfloat16': (torch.bfloat16, 'channels_last')}
+CONFIGS = {'float32': (torch.float32, 'nchw'), 'bfloat16': (torch.bfloat16, 'channels_last'),
+           'float16': (torch.float16, 'channels_last')}
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -186,7 +189,7 @@ def summarize(result: Dict) -> str:
                     hor = find(impl='torch_horizontal', dtype=dtype_name, H=h, K=k, **{'pass': pas})[0]
                     d2 = find(impl='torch_2d_7x7', dtype=dtype_name, H=h, **{'pass': pas})[0]
                     masked = find(impl='masked_2d', dtype=dtype_name, H=h, K=k, **{'pass': pas})
-                    elem = 4 if dtype_name == 'float32' else 2
+                    elem = torch.finfo(CONFIGS[dtype_name][0]).bits // 8
                     xy_bytes = 2 * env['batch'] * env['channels'] * h * h * elem
                     roof = f"{100 * xy_bytes / (worst * 1e-3) / (bw * 1e9):.0f}%" if pas == 'fwd' else '-'
                     lines.append(

@@ -1,0 +1,145 @@
+"""tools/analysis_tools/benchmark_downstream.py on the CPU: the stock mmseg / mmdet ConvNeXt configs and
+ours resolve and build on the demo data (dry run), a smoke run of the small demo configs writes complete
+results, and missing packages or data are named."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip('mmseg')
+pytest.importorskip('mmdet')
+
+from mmengine.config import Config  # noqa: E402
+
+from mmo1d.benchmark.downstream_configs import (  # noqa: E402
+    DEFAULT_RUNS,
+    RUNS,
+    load_config,
+    prepare_config,
+    resolve_config,
+)
+from mmo1d.models.backbones.oriented_convnext import OrientedConvNeXt  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+TOOL = REPO / 'tools' / 'analysis_tools' / 'benchmark_downstream.py'
+CONFIG_ROOT = str(REPO / 'configs')
+
+
+def _run(argv, cwd, timeout=300):
+    env = {**os.environ, 'CUDA_VISIBLE_DEVICES': '', 'OMP_NUM_THREADS': '2', 'PYTHONWARNINGS': 'ignore'}
+    proc = subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f'{argv} failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}'
+    return proc
+
+
+@pytest.fixture(scope='module')
+def demo_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp('demo')
+    _run([REPO / 'tools' / 'dataset_converters' / 'make_demo_data.py', '--out', root, '--ade-train', '4',
+          '--ade-val', '1', '--coco-train', '4', '--coco-val', '1'], REPO)
+    return root
+
+
+def _cls_name(cls) -> str:
+    return f'{cls.__module__}.{cls.__qualname__}'
+
+
+def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path):
+    pytest.importorskip('mmpretrain')
+    from mmpretrain.models import ConvNeXt
+
+    _run([TOOL, '--device', 'cpu', '--dry-run', '--in-process', '--configs', *DEFAULT_RUNS, '--data-root',
+          demo_data, '--out-dir', tmp_path], REPO)
+    result = json.loads((tmp_path / 'downstream_cpu_dry-run.json').read_text())
+    assert result['env']['dry_run'] and '--dry-run' in result['env']['command']
+    records = {r['name']: r for r in result['records']}
+    assert list(records) == list(DEFAULT_RUNS)
+    for name, rec in records.items():
+        raw = Config.fromfile(rec['config_path'], import_custom_modules=False)
+        backbone = rec['backbone']
+        if name.endswith('-stock'):
+            package = __import__(rec['config'].split('::')[0])
+            assert rec['config_path'].startswith(str(Path(package.__file__).parent)) and rec['baseline']
+            assert backbone['type'] == 'mmpretrain.ConvNeXt' and backbone['cls'] == _cls_name(ConvNeXt)
+            assert backbone['depths'] == [3, 3, 9, 3] == list(ConvNeXt.arch_settings['tiny']['depths'])
+            assert rec['dropped_pretrained'] == {'model.backbone': raw.model.backbone.init_cfg.checkpoint}
+        else:
+            assert backbone['type'] == 'mmo1d.OrientedConvNeXt' and backbone['cls'] == _cls_name(OrientedConvNeXt)
+            assert backbone['variant'] == name.rsplit('-', 1)[1] and backbone['depths'] == [3, 3, 9, 3]
+            assert rec['dropped_pretrained'] == {} and not rec['baseline']
+        assert backbone['channels'] == [96, 192, 384, 768]
+        # The configs' own AMP (float16: no dtype given) and cudnn.benchmark setting.
+        assert raw.optim_wrapper.type == rec['optim_wrapper'] == 'AmpOptimWrapper' and 'dtype' not in raw.optim_wrapper
+        assert rec['amp_dtype'] == 'float16'
+        assert rec['cudnn_benchmark'] == bool(raw.env_cfg.get('cudnn_benchmark'))
+        (sizes, ) = rec['image_sizes']
+        assert rec['batch_size'] == 2 and len(sizes) == 2
+        if rec['task'] == 'seg':  # 512x512 random crops of the resized image
+            assert all(max(hw) <= 512 for hw in sizes)
+        else:  # short side 480-800 after the multi-scale resize (both branches end with it)
+            assert all(480 <= min(hw) <= 800 for hw in sizes)
+    md = (tmp_path / 'downstream_cpu_dry-run.md').read_text()
+    assert '| seg-stock: `mmseg::convnext/convnext-tiny_upernet_8xb2-amp-160k_ade20k-512x512.py` | ' \
+           'mmpretrain.ConvNeXt (3-3-9-3) | float16 | (dry run) |' in md
+
+
+def test_cpu_smoke_run_times_each_config_in_its_own_process(demo_data, tmp_path):
+    proc = _run([TOOL, '--device', 'cpu', '--configs', 'seg-demo-2d', 'seg-demo-1d', '--warmup', '1', '--iters',
+                 '2', '--data-root', demo_data, '--out-dir', tmp_path, '--work-dir', tmp_path / 'work'], REPO)
+    assert 'wrote' in proc.stdout
+    result = json.loads((tmp_path / 'downstream_cpu.json').read_text())
+    env, (base, ours) = result['env'], result['records']
+    assert env['command'].endswith(f'--iters 2 --data-root {demo_data} --out-dir {tmp_path} --work-dir '
+                                   f'{tmp_path / "work"}')
+    assert env['isolated'] and not env['dry_run'] and (env['warmup'], env['iters']) == (1, 2)
+    assert (base['name'], ours['name']) == ('seg-demo-2d', 'seg-demo-1d') and base['baseline']
+    for rec, variant in ((base, '2d'), (ours, '1d')):
+        assert rec['backbone']['variant'] == variant and rec['backbone']['depths'] == [1, 1, 2, 1]
+        assert (rec['warmup'], rec['iters'], rec['iters_timed']) == (1, 2, 2)
+        assert len(rec['s_per_iter']) == len(rec['image_sizes']) == 2
+        assert rec['s_per_iter_median'] == pytest.approx(statistics.median(rec['s_per_iter']), abs=1e-6)
+        assert rec['optim_wrapper'] == 'OptimWrapper' and rec['amp_dtype'] is None and rec['loss_finite']
+        assert (work := tmp_path / 'work' / f"{rec['name']}.log").is_file(), work
+    # One seed for every config: the same images, crops and flips in the same order.
+    assert base['image_sizes'] == ours['image_sizes']
+    assert all(max(hw) <= 128 for batch in base['image_sizes'] for hw in batch)
+    assert base['s_per_iter_ratio'] == 1.0
+    assert ours['s_per_iter_ratio'] == pytest.approx(ours['s_per_iter_median'] / base['s_per_iter_median'])
+    md = (tmp_path / 'downstream_cpu.md').read_text()
+    assert f"Command: `{env['command']}`" in md and '| vs seg-demo-2d |' in md
+    assert f"| seg-demo-1d: `{RUNS['seg-demo-1d'].config}` | mmo1d.OrientedConvNeXt (1-1-2-1, 1d) | fp32 | " \
+           f"{ours['s_per_iter_median']:.4f} | {ours['s_per_iter_ratio']:.2f} |" in md
+
+
+def test_missing_packages_and_data_are_named(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, 'mmpretrain', None)
+    for name in ('seg-stock', 'det-stock'):
+        with pytest.raises(ModuleNotFoundError, match=r"\.py needs mmpretrain \(custom_imports 'mmpretrain.models', "
+                           r"model type 'mmpretrain.ConvNeXt'\), which is not installed: pip install "
+                           r"mmpretrain==1.2.0"):
+            load_config(RUNS[name], CONFIG_ROOT)
+    monkeypatch.setitem(sys.modules, 'mmseg', None)
+    with pytest.raises(ModuleNotFoundError, match=r'comes with mmseg, which is not installed \(pip install '
+                       r'mmsegmentation==1.2.2\)'):
+        resolve_config(RUNS['seg-stock'], CONFIG_ROOT)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match=r'config not found: .*nowhere.*oriented-convnext-tiny-1d_upernet'):
+        resolve_config(RUNS['seg-t-1d'], str(tmp_path / 'nowhere'))
+    cfg, _ = load_config(RUNS['seg-t-1d'], CONFIG_ROOT)
+    with pytest.raises(FileNotFoundError, match=r'demo data not found: .*ade/ADEChallengeData2016 \(write it with '
+                       r'python tools/dataset_converters/make_demo_data.py --out '):
+        prepare_config(cfg, RUNS['seg-t-1d'], str(tmp_path), str(tmp_path / 'work'))
+
+
+def test_no_gpu_message():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip('a GPU is present')
+    proc = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
