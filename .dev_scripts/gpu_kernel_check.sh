@@ -7,6 +7,8 @@
 #   bash .dev_scripts/gpu_kernel_check.sh sanitize OUT_DIR   # compute-sanitizer memcheck + racecheck
 #   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
 #   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
+#   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
+#   bash .dev_scripts/gpu_kernel_check.sh variants OUT_DIR   # A/B of the window gather's inner loops
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
@@ -122,6 +124,28 @@ print(f'relative difference to the CPU kernel: {err:.2e}')
 assert err < 3e-3
 print('jit ok')
 PYEOF
+    ;;
+  ncu)
+    # The T-1D++ stage-1 "++" convolution (bf16, 64 x 384 x 56 x 56, K=31): the window gather at
+    # 0 and 22.5 degrees and in the 8-direction layout, and the weight gradient.
+    export PYTHONPATH=$ROOT:$PYTHONPATH
+    header > "$OUT/ncu.log"
+    for run in "win_gather 0 forward" "win_gather 22.5 forward" "win_gather mixed forward" \
+               "vec_wgrad mixed backward"; do
+      set -- $run
+      angle=(); [ "$2" != mixed ] && angle=(--angle "$2")
+      echo "== $1, angle $2, $3" >> "$OUT/ncu.log"
+      ncu --kernel-name "regex:$1" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+        --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
+        "$PY" .dev_scripts/profile_op_case.py "${angle[@]}" --pass "$3" >> "$OUT/ncu.log" 2>&1
+    done
+    grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
+      "$OUT/ncu.log" | head -n 120
+    ;;
+  variants)
+    { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/window_variants.py "$OUT/variants"; } 2>&1 |
+      tee "$OUT/window_variants.log" | tail -n 30
     ;;
   *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac
