@@ -143,3 +143,22 @@ def test_no_gpu_message():
         pytest.skip('a GPU is present')
     proc = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_readme_table_from_committed_results(tmp_path):
+    """The README table holds each timed config of the committed results with its ratios to the stock config
+    of its task, recomputed here from the records."""
+    path = REPO / 'benchmarks' / 'results' / 'downstream_NVIDIA_H100_80GB_HBM3.json'
+    result = json.loads(path.read_text())
+    out = _run([TOOL, '--readme-table', path], REPO).stdout.strip().splitlines()
+    rows = {cells[1]: cells[2:] for cells in (line.strip('| ').split(' | ') for line in out[4:])}
+    timed = [r for r in result['records'] if r.get('s_per_iter_median')]
+    assert sorted(rows) == sorted(r['name'] for r in timed)
+    stock = {r['task']: r for r in timed if r['baseline']}
+    for rec in timed:
+        base = stock[rec['task']]
+        s_iter, ratio, mib, mem_ratio = (float(v) for v in rows[rec['name']])
+        assert s_iter == pytest.approx(rec['s_per_iter_median'], abs=5e-4)
+        assert ratio == pytest.approx(rec['s_per_iter_median'] / base['s_per_iter_median'], abs=5e-3)
+        assert mib == pytest.approx(rec['peak_mem_bytes'] / 2**20, abs=0.5)
+        assert mem_ratio == pytest.approx(rec['peak_mem_bytes'] / base['peak_mem_bytes'], abs=5e-3)

@@ -50,3 +50,25 @@ def test_no_gpu_message():
     result = subprocess.run([sys.executable, str(TOOL), '--archs', 'tiny'], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode != 0 and 'no CUDA device' in result.stderr
+
+
+def test_readme_table_from_committed_results(capsys):
+    """The README table is the committed results file's ratios to timm: every cell recomputed here."""
+    path = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results' / 'models_NVIDIA_H100_80GB_HBM3.json'
+    result = json.loads(path.read_text())
+    assert benchmark_tool.main(['--readme-table', str(path)]) == {}
+    lines = capsys.readouterr().out.strip().splitlines()
+    rows = {line.split(' | ')[0].lstrip('| '): line.strip('| ').split(' | ')[1:] for line in lines[4:]}
+    recs = {(r['model'], r['mode'], r['pass']): r for r in result['records']}
+    modes = list(dict.fromkeys(r['mode'] for r in result['records']))
+    ours = [m for m in dict.fromkeys(r['model'] for r in result['records']) if '(mmo1d)' in m]
+    assert sorted(rows) == sorted(m.replace(' (mmo1d)', '') for m in ours)
+    for model in ours:
+        timm = 'timm convnext_' + ('tiny' if model.startswith('ConvNeXt-T') else 'base')
+        cells = rows[model.replace(' (mmo1d)', '')]
+        for i, mode in enumerate(modes):
+            expected = [recs[model, mode, p]['img_per_s'] / recs[timm, mode, p]['img_per_s']
+                        for p in ('infer', 'train')]
+            assert [float(v) for v in cells[i].split(' / ')] == pytest.approx(expected, abs=0.005)
+        memory = [recs[model, m, 'train']['peak_mem_bytes'] / recs[timm, m, 'train']['peak_mem_bytes'] for m in modes]
+        assert [float(v) for v in cells[-1].split(' / ')] == pytest.approx(memory, abs=0.005)

@@ -69,6 +69,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--timeout', type=float, default=300.0, help='seconds a config\'s process may run')
     parser.add_argument('--work-dir', help='logs of the runs (default: a temporary folder, removed)')
     parser.add_argument('--out-dir', default='benchmarks/results')
+    parser.add_argument('--readme-table', metavar='JSON',
+                        help='print the README table of a results file and exit')
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     parser.add_argument('--worker-json', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -230,6 +232,22 @@ def summarize(result: Dict) -> str:
     return '\n'.join(lines)
 
 
+def readme_table(result: Dict) -> str:
+    """The README's downstream table: per task, each timed config's seconds per iteration and peak
+    memory, and their ratios to the task's stock config."""
+    env, recs = result['env'], result['records']
+    lines = [f"{env['gpu']}, 2 images per GPU, AMP as each config sets it, median of the timed iterations; "
+             '*vs stock*: ratio to the stock config of the task (< 1.0: faster or smaller):', '',
+             '| task | config | s/iter | vs stock | peak MiB | vs stock |', '|---|---|---|---|---|---|']
+    for rec in recs:
+        if not rec.get('s_per_iter_median'):
+            continue
+        lines.append(f"| {TASK_NAMES[rec['task']]} | {rec['name']} | {_num(rec, 's_per_iter_median', '.3f')} | "
+                     f"{_num(rec, 's_per_iter_ratio', '.2f')} | {_num(rec, 'peak_mem_bytes', '.0f', 2**20)} | "
+                     f"{_num(rec, 'peak_mem_ratio', '.2f')} |")
+    return '\n'.join(lines)
+
+
 def worker_main(args: argparse.Namespace) -> None:
     """Run the config ``--worker`` and write its record to ``--worker-json``."""
     record = run_one(args, args.worker, args.work_dir)
@@ -239,6 +257,10 @@ def worker_main(args: argparse.Namespace) -> None:
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
+    if args.readme_table:
+        with open(args.readme_table) as f:
+            print(readme_table(json.load(f)))
+        return {}
     if args.device == 'cuda' and not torch.cuda.is_available():
         raise SystemExit('no CUDA device: run on a GPU, or use --device cpu for a smoke run of the demo configs')
     if args.device == 'cpu' and torch.cuda.is_available() and (args.in_process or args.worker):

@@ -65,6 +65,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'rounds, at most this')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
+    parser.add_argument('--readme-table', metavar='JSON',
+                        help='print the README speed table of a results file and exit')
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1:
         parser.error('--rounds and --repeats must be >= 1')
@@ -186,25 +188,54 @@ def summarize(result: Dict) -> str:
              '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode.', '']
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
     models = list(dict.fromkeys(r['model'] for r in recs))
-
-    def fmt(value, scale=1.0, digits=1):
-        return '-' if value is None else f'{value / scale:.{digits}f}'
-
     for mode in dict.fromkeys(r['mode'] for r in recs):
         lines += [f'## {mode}', '', '| model | infer img/s | train img/s | infer vs timm | train vs timm | '
                   'infer peak MiB | train peak MiB |', '|---|---|---|---|---|---|---|']
         for model in models:
             infer, train = by_key[model, mode, 'infer'], by_key[model, mode, 'train']
-            size = model.split('-')[1][0] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
-            ratios = []
-            for rec in (infer, train):
-                base = by_key.get((f"timm convnext_{'tiny' if size == 'T' else 'base'}", mode, rec['pass']))
-                ratios.append(None if not base or not base['img_per_s'] or rec['img_per_s'] is None
-                              else rec['img_per_s'] / base['img_per_s'])
-            lines.append(f"| {model} | {fmt(infer['img_per_s'])} | {fmt(train['img_per_s'])} | "
-                         f"{fmt(ratios[0], digits=2)} | {fmt(ratios[1], digits=2)} | "
-                         f"{fmt(infer['peak_mem_bytes'], 2**20, 0)} | {fmt(train['peak_mem_bytes'], 2**20, 0)} |")
+            lines.append(f"| {model} | {_fmt(infer['img_per_s'])} | {_fmt(train['img_per_s'])} | "
+                         f"{_fmt(vs_timm(by_key, infer, 'img_per_s'), digits=2)} | "
+                         f"{_fmt(vs_timm(by_key, train, 'img_per_s'), digits=2)} | "
+                         f"{_fmt(infer['peak_mem_bytes'], 2**20, 0)} | {_fmt(train['peak_mem_bytes'], 2**20, 0)} |")
         lines.append('')
+    return '\n'.join(lines)
+
+
+def _fmt(value, scale=1.0, digits=1):
+    return '-' if value is None else f'{value / scale:.{digits}f}'
+
+
+def timm_name(model: str) -> str:
+    """The timm ConvNeXt of the size of a benchmark model ('ConvNeXt-T-1D (mmo1d)', 'timm convnext_base')."""
+    size = model.split('-')[1][0] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
+    return f"timm convnext_{'tiny' if size == 'T' else 'base'}"
+
+
+def vs_timm(by_key: Dict, rec: Dict, key: str) -> Optional[float]:
+    """``rec[key]`` relative to the timm ConvNeXt of the same size, mode and pass (None if either is missing)."""
+    base = by_key.get((timm_name(rec['model']), rec['mode'], rec['pass']))
+    if not base or not base.get(key) or rec.get(key) is None:
+        return None
+    return rec[key] / base[key]
+
+
+def readme_table(result: Dict) -> str:
+    """The README's speed table: throughput of every mmo1d model relative to timm (infer / train) per
+    mode, and its training peak memory relative to timm's."""
+    env, recs = result['env'], result['records']
+    by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
+    modes = list(dict.fromkeys(r['mode'] for r in recs))
+    models = [m for m in dict.fromkeys(r['model'] for r in recs) if not m.startswith('timm ')]
+    lines = [f"{env['gpu']}, batch {env['batch_size']} at {env['img_size']}x{env['img_size']}, throughput "
+             'relative to timm\'s ConvNeXt of the same size (infer / train), training peak memory relative to '
+             'timm\'s:', '',
+             '| model | ' + ' | '.join(f'{m} infer / train' for m in modes) + ' | train memory '
+             + ' / '.join(modes) + ' |', '|---|' + '---|' * (len(modes) + 1)]
+    for model in models:
+        cells = [' / '.join(_fmt(vs_timm(by_key, by_key[model, m, p], 'img_per_s'), digits=2) for p in PASSES)
+                 for m in modes]
+        mem = ' / '.join(_fmt(vs_timm(by_key, by_key[model, m, 'train'], 'peak_mem_bytes'), digits=2) for m in modes)
+        lines.append(f"| {model.replace(' (mmo1d)', '')} | " + ' | '.join(cells) + f' | {mem} |')
     return '\n'.join(lines)
 
 
@@ -232,6 +263,10 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
+    if args.readme_table:
+        with open(args.readme_table) as f:
+            print(readme_table(json.load(f)))
+        return {}
     device = torch.device(args.device)
     if device.type == 'cuda':
         if not torch.cuda.is_available():
