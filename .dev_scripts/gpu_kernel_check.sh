@@ -9,6 +9,7 @@
 #   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
 #   bash .dev_scripts/gpu_kernel_check.sh variants OUT_DIR   # A/B of the window gather's inner loops
+#   bash .dev_scripts/gpu_kernel_check.sh shapes   OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
@@ -146,6 +147,10 @@ PYEOF
   variants)
     { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/window_variants.py "$OUT/variants"; } 2>&1 |
       tee "$OUT/window_variants.log" | tail -n 30
+    ;;
+  shapes)
+    { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/profile_backbone_shapes.py; } 2>&1 |
+      tee "$OUT/backbone_shapes.log" | grep -v '^    '
     ;;
   *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac

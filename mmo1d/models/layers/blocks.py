@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from mmo1d.ops import OrientedDWConv1d
 
+from .depthwise import DepthwiseConv2d
 from .norm import LayerNorm
 from .recompute import RecomputeSaved
 
@@ -106,8 +107,7 @@ class OrientedConvNeXtBlock(BaseModule):
             self.depthwise_conv = OrientedDWConv1d(
                 channels, kernel_size, directions=directions, angle_offset=angle_offset)
         else:
-            self.depthwise_conv = nn.Conv2d(
-                channels, channels, kernel_size, padding=kernel_size // 2, groups=channels)
+            self.depthwise_conv = DepthwiseConv2d(channels, kernel_size)
         self.norm = LayerNorm(channels, eps=1e-6, autocast_output=True)
         hidden = int(mlp_ratio * channels)
         self.pointwise_conv1 = nn.Linear(channels, hidden)
