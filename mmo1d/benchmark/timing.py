@@ -99,6 +99,18 @@ def nvidia_driver() -> str:
         return 'unknown'
 
 
+def cpu_model(default: str = 'cpu') -> str:
+    """The CPU model from /proc/cpuinfo (``platform.processor()`` elsewhere), or ``default``."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or default
+
+
 def command_line() -> str:
     """The command that started this process, as ``python <script relative to cwd> <args>``, each
     argument quoted for the shell where it needs to be."""

@@ -32,7 +32,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from mmo1d.benchmark.timing import command_line, measure_cases, utc_now
+from mmo1d.benchmark.timing import command_line, cpu_model, measure_cases, utc_now
 from mmo1d.ops import oriented_angles, oriented_dwconv1d
 
 ANGLES = [0.0, 22.5, 45.0, 90.0]
@@ -56,18 +56,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--label', default='after', help='name of this run in the results file')
     parser.add_argument('--out-dir', default='benchmarks/results')
     return parser.parse_args(argv)
-
-
-def cpu_model() -> str:
-    """The CPU model from /proc/cpuinfo (``platform.processor()`` elsewhere), or ``'cpu'``."""
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'cpu'
 
 
 def git_commit() -> str:

@@ -17,7 +17,6 @@ Example::
 """
 import argparse
 import json
-import platform
 import statistics
 import time
 from typing import Dict, List, Optional, Sequence
@@ -28,6 +27,7 @@ import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from mmo1d.benchmark.timing import cpu_model
 from mmo1d.deployment import export_onnx
 from mmo1d.ops import OrientedDWConv1d, tap_offsets
 
@@ -100,17 +100,6 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), options, providers=['CPUExecutionProvider'])
 
 
-def cpu_name() -> str:
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or 'unknown CPU'
-
-
 def run(threads: int, rounds: int, repeats: int) -> List[dict]:
     torch.manual_seed(0)
     rows = []
@@ -168,7 +157,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
     args = parser.parse_args(argv)
     rows = run(args.threads, args.rounds, args.repeats)
     if args.out:
-        meta = dict(cpu=cpu_name(), threads=args.threads, rounds=args.rounds, repeats=args.repeats,
+        meta = dict(cpu=cpu_model('unknown CPU'), threads=args.threads, rounds=args.rounds, repeats=args.repeats,
                     onnxruntime=ort.__version__, torch=torch.__version__,
                     command='python tools/deployment/benchmark_onnx_lowering.py ' + ' '.join(argv or []))
         with open(args.out + '.json', 'w') as f:
