@@ -117,7 +117,7 @@ def test_depthwise_oriented_stem_matches_oracle():
 
 
 def test_depthwise_oriented_stem_gradients_match_oracle():
-    """Training recomputes pw1's output in backward: gradients must not change."""
+    """Training recomputes the inputs of dw1, dw2 and pw2 in backward: gradients must not change."""
     stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
     _randomise(stem)
     x = torch.randn(2, 3, 13, 18, requires_grad=True)
@@ -130,8 +130,9 @@ def test_depthwise_oriented_stem_gradients_match_oracle():
 
 
 def test_depthwise_oriented_stem_recompute_under_autocast():
-    """The recomputed pw1 output is made under the forward's autocast state (bf16 here): gradients
-    are bitwise those of the same layers run without the recompute."""
+    """The recomputed inputs (pw1's output, the LN + GELU outputs) are made under the forward's
+    autocast state (bf16 here): gradients are bitwise those of the same layers run without the
+    recompute."""
     stem = DepthwiseOrientedStem(3, 16, 16, kernel_size=7, directions=8)
     _randomise(stem)
     x = torch.randn(2, 3, 15, 12)
@@ -163,13 +164,14 @@ def test_depthwise_oriented_stem_keeps_no_full_resolution_activation():
             outputs.setdefault(name, weakref.ref(output))  # the first call: the forward pass
         return hook
 
-    for name in ('pw1', 'dw1'):
+    names = ('pw1', 'dw1', 'norm1', 'dw2', 'norm2', 'pw2')
+    for name in names:
         getattr(stem, name).register_forward_hook(keep_ref(name))
     y = stem(torch.randn(2, 3, 13, 18))
     gc.collect()
-    # pw1's output is gone after the forward pass; dw1's (saved by norm1) is kept.
-    assert outputs['pw1']() is None
-    assert outputs['dw1']() is not None
+    # The inputs of dw1, dw2 and pw2 are gone after the forward pass; the oriented convolutions'
+    # outputs (saved by the LNs) and pw2's (saved by norm3) are kept.
+    assert [outputs[name]() is not None for name in names] == [False, True, False, True, False, True]
     y.sum().backward()
     assert all(p.grad is not None for p in stem.parameters())
     # Without gradients the plain path runs; it gives the same output, bit for bit.
