@@ -8,7 +8,6 @@
 #   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
 #   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
-#   bash .dev_scripts/gpu_kernel_check.sh variants OUT_DIR   # A/B of the window gather's inner loops
 #   bash .dev_scripts/gpu_kernel_check.sh shapes   OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
@@ -143,10 +142,6 @@ PYEOF
     done
     grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
       "$OUT/ncu.log" | head -n 120
-    ;;
-  variants)
-    { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/window_variants.py "$OUT/variants"; } 2>&1 |
-      tee "$OUT/window_variants.log" | tail -n 30
     ;;
   shapes)
     { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/profile_backbone_shapes.py; } 2>&1 |

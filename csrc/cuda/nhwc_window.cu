@@ -3,8 +3,6 @@
 // stride-2 input gradient per parity class.
 #include <ATen/cuda/CUDAContext.h>
 
-#include <cstdlib>
-
 #include "nhwc_window_kernel.cuh"
 #include "plan.cuh"
 #include "tiling.cuh"
@@ -14,26 +12,9 @@ namespace cuda {
 
 namespace {
 
-// Inner-loop variants of the window gather (MMO1D_WIN_VARIANT, default 1: 0 a test per point, 1 whole
-// groups of R points without a test per point, 2 the same with 2 blocks per SM of registers).
-int win_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("MMO1D_WIN_VARIANT");
-    return e != nullptr ? std::atoi(e) : 1;
-  }();
-  return v;
-}
-
 template <typename scalar_t>
 auto win_kernel(int classes) {
   constexpr int R = WinTraits<scalar_t>::kR;
-  const int v = win_variant();
-  if (v == 1) {
-    return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1, 1> : win_gather_nhwc_kernel<scalar_t, R, 2, 1>;
-  }
-  if (v == 2) {
-    return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1, 2> : win_gather_nhwc_kernel<scalar_t, R, 2, 2>;
-  }
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
 }
 

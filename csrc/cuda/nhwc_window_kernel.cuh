@@ -57,7 +57,11 @@ __device__ __forceinline__ void segment_point(const unsigned char*& sp, int bste
   }
 }
 
-template <typename scalar_t, int R, int NV, bool SPLIT = false>
+// The L points of one segment. SPLIT: whole groups of R points without a test per point (the
+// window's register rotation is then known at compile time), then the last L % R points; else a
+// test per point, which takes fewer registers (the stride-2 forward, whose tasks also add into an
+// fp32 tile, keeps it: it stays free of spills).
+template <typename scalar_t, int R, int NV, bool SPLIT>
 __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
                                                const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
   float v[R][NV];
@@ -66,7 +70,6 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
   const unsigned char* sp = Sc + (a + (R - 1) * ustep) * 32;
   const int bstep = ustep * 32;
   if constexpr (SPLIT) {
-    // Whole groups of R points without a test per point, then the last L % R points.
     int l0 = 0;
     for (; l0 + R <= L; l0 += R) {
 #pragma unroll
@@ -133,7 +136,7 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
 // pixel, stw pixels per row), one class of the stride-2 forward at a time.
-template <typename scalar_t, int R, int OS, int NV, bool ACC = false, bool SPLIT = false>
+template <typename scalar_t, int R, int OS, int NV, bool ACC = false>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, const int4* __restrict__ sseg,
                                           const float* __restrict__ sw, const float (&b)[NV], int sth, int stw, int p0s,
@@ -157,7 +160,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
     }
     for (int s = 0; s < nseg; ++s) {
       const int4 e = sseg[s];
-      run_segment_px<scalar_t, R, NV, SPLIT>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+      run_segment_px<scalar_t, R, NV, !ACC>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -210,8 +213,8 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-template <typename scalar_t, int R, int OS, int VAR = 0>
-__global__ void __launch_bounds__(kFastThreads, VAR == 2 ? 2 : 3)
+template <typename scalar_t, int R, int OS>
+__global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
                            const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(kFastThreads, VAR == 2 ? 2 : 3)
                               seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
     if (s_uniform[quarter]) {
-      win_tasks<scalar_t, R, OS, V, false, VAR != 0>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
+      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
                                     p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
     } else {
       // The quarter's channels straddle two angle groups: one channel at a time.
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(kFastThreads, VAR == 2 ? 2 : 3)
       for (int kk = 0; kk < V; ++kk) {
         const int kc = k0 + kk;
         const float bk[1] = {b[kk]};
-        win_tasks<scalar_t, R, OS, 1, false, VAR != 0>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
+        win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
                                       p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
       }
     }
