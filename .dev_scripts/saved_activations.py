@@ -3,10 +3,10 @@
 Counts every tensor autograd saves during the forward pass (``saved_tensors_hooks``, including
 what the models' own ``RecomputeSaved`` hooks keep), once per storage, leaving out parameters and
 buffers: the part of a training step's peak memory that grows with the batch. Compares the T and B
-backbones of every variant with mmpretrain's ConvNeXt (the stock configs' backbone) at 224x224,
+backbones of every variant with mmpretrain's ConvNeXt (the stock configs' backbone) at 224x224 (``--size``),
 float32 (NCHW) or under bfloat16 autocast (channels_last).
 
-    python .dev_scripts/saved_activations.py [--arch tiny base] [--batch 2] [--autocast]
+    python .dev_scripts/saved_activations.py [--arch tiny base] [--batch 2] [--size 224] [--autocast]
 """
 import argparse
 
@@ -47,11 +47,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--arch', nargs='+', default=['tiny', 'base'])
     parser.add_argument('--batch', type=int, default=2)
+    parser.add_argument('--size', type=int, default=224, help='height and width of the input')
     parser.add_argument('--autocast', action='store_true', help='bfloat16 autocast, channels_last')
     args = parser.parse_args()
     from mmpretrain.models import ConvNeXt
     torch.manual_seed(0)
-    x = torch.randn(args.batch, 3, 224, 224)
+    x = torch.randn(args.batch, 3, args.size, args.size)
     fmt = torch.channels_last if args.autocast else torch.contiguous_format
     for arch in args.arch:
         stock = ConvNeXt(arch=arch)

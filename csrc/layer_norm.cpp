@@ -42,6 +42,8 @@ class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunc
     ctx->save_for_backward({input, mean, rstd, weight, bias});
     ctx->saved_data["gelu"] = gelu;
     ctx->mark_non_differentiable({mean, rstd});
+    // mean and rstd never get a gradient: no zero tensors for them in backward (two fills per call).
+    ctx->set_materialize_grads(false);
     return {y, mean, rstd};
   }
 
@@ -53,7 +55,7 @@ class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunc
                              const at::Tensor&, const at::Tensor&, bool, std::array<bool, 3>)>();
     const auto saved = ctx->get_saved_variables();
     const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
-    if (!mask[0] && !mask[1] && !mask[2]) {
+    if ((!mask[0] && !mask[1] && !mask[2]) || !grad_outputs[0].defined()) {
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
     auto [grad_input, grad_weight, grad_bias] = op.call(grad_outputs[0].contiguous(), saved[0], saved[1], saved[2],

@@ -2,6 +2,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mmo1d.ops import autocast_output_dtype, layer_norm_last
 
@@ -139,6 +140,32 @@ def test_bad_arguments(device):
         layer_norm_last(x.int(), w, b)
     with pytest.raises(RuntimeError, match='eps'):
         layer_norm_last(x, w, b, eps=float('nan'))
+
+
+class _Ops(TorchDispatchMode):
+    """The names of the ops dispatched below autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize('device', DEVICES)
+def test_backward_is_one_op(device):
+    """Backward runs the backward op alone: mean and rstd take no gradient, so no zero-filled
+    gradients are made for them (two tensors and fills per call)."""
+    x, w, b = _make((2, 5, 16), torch.float32, device, seed=4)
+    y = layer_norm_last(x.requires_grad_(), w.requires_grad_(), b.requires_grad_(), 1e-6, True)
+    grad = torch.randn_like(y)
+    ops = _Ops()
+    with ops:
+        grads = torch.autograd.grad(y, (x, w, b), grad)
+    assert [n for n in ops.names if not n.startswith(('detach', 'view', 'alias'))] == ['layer_norm_last_backward']
+    assert all(g is not None for g in grads)
 
 
 @pytest.mark.parametrize('device', DEVICES)
