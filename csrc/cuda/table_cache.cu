@@ -66,7 +66,10 @@ bool still_valid(const Entry& e, const at::Tensor& theta, uint32_t version) {
 
 at::Tensor cached_table_structure(const at::Tensor& theta, const TableKey& key,
                                   const std::function<at::Tensor(const at::Tensor&)>& build) {
+  // Inference tensors (made under torch.inference_mode, e.g. a model moved to the GPU there) have no
+  // version counter to check against.
   const bool cacheable = theta.scalar_type() == at::kFloat && theta.is_contiguous() && theta.is_cuda() &&
+                         !theta.is_inference() &&
                          c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None;
   if (!cacheable) return build(theta.to(at::kFloat).contiguous());
   const uint32_t version = theta.unsafeGetTensorImpl()->version_counter().current_version();

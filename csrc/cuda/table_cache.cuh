@@ -25,7 +25,7 @@ struct TableKey {
 // The int tensor of the structure for this theta (float32, contiguous, on the current device) and
 // key: from the cache when theta's buffer is unchanged since it was built, else from build(theta)
 // (on the current stream), which is then cached. theta tensors that are not float32 and contiguous,
-// and calls during CUDA graph capture, are built and not cached.
+// inference tensors, and calls during CUDA graph capture, are built and not cached.
 at::Tensor cached_table_structure(const at::Tensor& theta, const TableKey& key,
                                   const std::function<at::Tensor(const at::Tensor&)>& build);
 

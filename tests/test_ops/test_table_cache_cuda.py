@@ -92,3 +92,20 @@ def test_other_stream_and_clearing():
         assert torch.equal(a, b)
     clear_table_cache()
     assert table_cache_size() == 0
+
+
+def test_inference_tensor_angles_are_not_cached():
+    """Angles made under torch.inference_mode (a model moved to the GPU there) have no version
+    counter: their tables are built for each call, with the same results."""
+    c = 32
+    x, weight, bias, _ = inputs(c, torch.float16, torch.channels_last, 1, seed=3)
+    expected = oriented_dwconv1d(x, weight, oriented_angles(c).cuda(), bias)
+    clear_table_cache()
+    with torch.inference_mode():
+        theta = oriented_angles(c).cuda()
+        assert theta.is_inference()
+        out = oriented_dwconv1d(x, weight, theta, bias)
+    assert table_cache_size() == 0
+    out_again = oriented_dwconv1d(x, weight, theta, bias)  # outside inference mode too
+    assert table_cache_size() == 0
+    assert torch.equal(out, expected) and torch.equal(out_again, expected)
