@@ -113,7 +113,8 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
 
 
 def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: str, warmup: int, iters: int,
-               max_time: Optional[float] = None, workers: int = 2, dry_run: bool = False) -> Dict[str, Any]:
+               max_time: Optional[float] = None, workers: int = 2, dry_run: bool = False,
+               init_loss_scale: Optional[float] = None) -> Dict[str, Any]:
     """Build one config with mmengine's ``Runner`` and time its training iterations.
 
     Args:
@@ -126,6 +127,7 @@ def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: s
         max_time: stop timing after this many seconds of timed iterations.
         workers: data loader processes.
         dry_run: resolve and build the model and the dataloader, load one batch, time nothing.
+        init_loss_scale: the initial dynamic loss scale of AMP configs (``prepare_config``).
 
     Returns:
         The record of the run: the config, what was changed, the backbone, the optim wrapper and AMP
@@ -137,7 +139,7 @@ def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: s
     cfg, path = load_config(run, config_root)
     record: Dict[str, Any] = dict(name=run.name, task=run.task, baseline=run.baseline, config=run.config,
                                   config_path=path)
-    record.update(prepare_config(cfg, run, data_root, work_dir, workers=workers))
+    record.update(prepare_config(cfg, run, data_root, work_dir, workers=workers, init_loss_scale=init_loss_scale))
     wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
     amp = wrapper.split('.')[-1] == 'AmpOptimWrapper'
     cuda = torch.cuda.is_available()

@@ -174,7 +174,7 @@ def load_config(run: DownstreamRun, config_root: str) -> Tuple[Config, str]:
 
 
 def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: str, batch_size: int = 2,
-                   workers: int = 2, seed: int = 0) -> Dict[str, Any]:
+                   workers: int = 2, seed: int = 0, init_loss_scale: Optional[float] = None) -> Dict[str, Any]:
     """Point ``cfg`` (in place) at the demo data under ``data_root`` and set it up for timing.
 
     Args:
@@ -185,9 +185,15 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
         batch_size: images per GPU.
         workers: data loader processes.
         seed: the seed of the runner and the sampler.
+        init_loss_scale: the initial scale of an AMP config's dynamic loss scaling (the config's own
+            when None). Without pretrained weights the layer norms meet zero-variance input on the
+            zero-padded pixels of a batch, whose float16 gradients then overflow at GradScaler's
+            usual scales: the skipped steps skip the optimizer too (no AdamW state), so the timings
+            and peaks of configs that skipped different numbers of steps do not compare.
 
     Returns:
-        What was changed that a reader of the results needs: the dropped pretrained checkpoints.
+        What was changed that a reader of the results needs: the dropped pretrained checkpoints and
+        the initial loss scale where it was set.
 
     Raises:
         FileNotFoundError: the task's demo data is missing.
@@ -208,6 +214,12 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
     loader.sampler = ConfigDict(type='InfiniteSampler', shuffle=True, seed=seed)
     dropped: Dict[str, Optional[str]] = {}
     _drop_pretrained(cfg.model, 'model', dropped)
+    changed: Dict[str, Any] = {'dropped_pretrained': dropped}
+    if init_loss_scale is not None and cfg.optim_wrapper.get('type', '').split('.')[-1] == 'AmpOptimWrapper':
+        if not init_loss_scale > 0:
+            raise ValueError(f'init_loss_scale must be positive, got {init_loss_scale}')
+        cfg.optim_wrapper.loss_scale = dict(init_scale=float(init_loss_scale))
+        changed['init_loss_scale'] = float(init_loss_scale)
     cfg.load_from = None
     cfg.resume = False
     for key in ('val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg', 'test_evaluator'):
@@ -218,4 +230,4 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
     # A name of its own: mmengine's DefaultScope, logger and visualizer are instances by name, and
     # several runs in one process must not share the first one's scope.
     cfg.experiment_name = f'downstream_{run.name}_{uuid.uuid4().hex[:8]}'
-    return {'dropped_pretrained': dropped}
+    return changed

@@ -1,6 +1,7 @@
 """tools/analysis_tools/benchmark_downstream.py on the CPU: the stock mmseg / mmdet ConvNeXt configs and
 ours resolve and build on the demo data (dry run), a smoke run of the small demo configs writes complete
 results, and missing packages or data are named."""
+import importlib.util
 import json
 import os
 import statistics
@@ -134,6 +135,34 @@ def test_missing_packages_and_data_are_named(monkeypatch, tmp_path):
     with pytest.raises(FileNotFoundError, match=r'demo data not found: .*ade/ADEChallengeData2016 \(write it with '
                        r'python tools/dataset_converters/make_demo_data.py --out '):
         prepare_config(cfg, RUNS['seg-t-1d'], str(tmp_path), str(tmp_path / 'work'))
+
+
+def test_initial_loss_scale_of_amp_configs(demo_data, tmp_path):
+    """--init-loss-scale starts every AMP config's dynamic loss scaling at the given scale (a GradScaler
+    argument, as mmengine's AmpOptimWrapper passes a dict), is recorded, and leaves other configs alone."""
+    import torch
+
+    for name in ('det-stock', 'seg-t-1dpp'):
+        cfg, _ = load_config(RUNS[name], CONFIG_ROOT)
+        assert cfg.optim_wrapper.type == 'AmpOptimWrapper' and cfg.optim_wrapper.get('loss_scale') in (None, 'dynamic')
+        changed = prepare_config(cfg, RUNS[name], str(demo_data), str(tmp_path), init_loss_scale=2.0**-20)
+        assert changed['init_loss_scale'] == 2.0**-20
+        scaler = torch.amp.GradScaler('cpu', **cfg.optim_wrapper.loss_scale)
+        assert scaler.get_scale() == 2.0**-20 and scaler.is_enabled()  # dynamic: it still backs off and grows
+    cfg, _ = load_config(RUNS['seg-demo-1d'], CONFIG_ROOT)
+    changed = prepare_config(cfg, RUNS['seg-demo-1d'], str(demo_data), str(tmp_path), init_loss_scale=0.5)
+    assert 'init_loss_scale' not in changed and 'loss_scale' not in cfg.optim_wrapper
+    cfg, _ = load_config(RUNS['det-t-1d'], CONFIG_ROOT)
+    with pytest.raises(ValueError, match='init_loss_scale must be positive, got 0.0'):
+        prepare_config(cfg, RUNS['det-t-1d'], str(demo_data), str(tmp_path), init_loss_scale=0.0)
+    # The option reaches each config's process.
+    spec = importlib.util.spec_from_file_location('benchmark_downstream', TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    args = tool.parse_args(['--init-loss-scale', '9.5367431640625e-07', '--configs', 'det-stock'])
+    argv = tool.worker_argv(args, 'det-stock', 'rec.json', 'work')
+    assert argv[argv.index('--init-loss-scale') + 1] == '9.5367431640625e-07'
+    assert tool.parse_args(argv[2:]).init_loss_scale == 2.0**-20
 
 
 def test_no_gpu_message():

@@ -62,6 +62,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='the demo data written by tools/dataset_converters/make_demo_data.py --out')
     parser.add_argument('--workers', type=int, help='data loader processes of every config (default: 2; 0 on '
                         'the CPU)')
+    parser.add_argument('--init-loss-scale', type=float,
+                        help='initial dynamic loss scale of every AMP config, the stock ones included (default: '
+                        'each config\'s own). Without pretrained weights, zero-padded pixels give float16 '
+                        'gradients that overflow at the usual scales, and skipped steps skip the optimizer; '
+                        'e.g. 2**-20 = 9.5367431640625e-07 lets every step run')
     parser.add_argument('--dry-run', action='store_true',
                         help='resolve and build each config (model, dataloader, one batch), time nothing')
     parser.add_argument('--in-process', action='store_true',
@@ -88,13 +93,15 @@ def worker_argv(args: argparse.Namespace, name: str, record_path: str, work_dir:
     argv = [sys.executable, osp.abspath(__file__), '--device', args.device, '--warmup', str(args.warmup),
             '--iters', str(args.iters), '--max-time', str(args.max_time), '--data-root', args.data_root,
             '--workers', str(args.workers), '--work-dir', work_dir, '--worker', name, '--worker-json', record_path]
+    if args.init_loss_scale is not None:
+        argv += ['--init-loss-scale', repr(args.init_loss_scale)]
     return argv + (['--dry-run'] if args.dry_run else [])
 
 
 def run_one(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
     """One config, in this process."""
     return run_config(RUNS[name], CONFIG_ROOT, args.data_root, osp.join(work_dir, name), args.warmup, args.iters,
-                      args.max_time or None, args.workers, args.dry_run)
+                      args.max_time or None, args.workers, args.dry_run, args.init_loss_scale)
 
 
 def run_isolated(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
@@ -156,7 +163,7 @@ def env_info(args: argparse.Namespace) -> Dict:
                    command=command_line())
     return {**env, **versions(), 'commit': source_commit(), 'data_root': args.data_root, 'warmup': args.warmup,
             'iters': args.iters, 'max_time_s': args.max_time or None, 'workers': args.workers,
-            'dry_run': args.dry_run, 'isolated': not args.in_process}
+            'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale}
 
 
 def add_ratios(records: List[Dict]) -> None:
@@ -192,13 +199,15 @@ def summarize(result: Dict) -> str:
     versions_line = ', '.join(f'{k} {env.get(k)}' for k in ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain'))
     cuda = ', '.join(f'{k} {env[k]}' for k in ('cuda', 'cudnn', 'driver') if k in env)
     limit = f", at most {env['max_time_s']:g} s of timed iterations per config" if env.get('max_time_s') else ''
+    scale = (f"; every AMP config's dynamic loss scale starts at {env['init_loss_scale']:g}"
+             if env.get('init_loss_scale') else '')
     lines = [f"# Downstream training iterations on {env['gpu']}", '',
              f"torch {env['torch']}{', ' + cuda if cuda else ''}; {versions_line}; commit {env.get('commit')}; "
              f"{env['date']}.", '',
              f"Command: `{env['command']}`", '',
              f"Demo data ({env['data_root']}, tools/dataset_converters/make_demo_data.py), 2 images per GPU, each "
              'config\'s own train pipeline, optim wrapper (AMP dtype below) and cudnn.benchmark setting; '
-             f"{env['warmup']} warm-up + {env['iters']} timed iterations per config{limit}, "
+             f"{env['warmup']} warm-up + {env['iters']} timed iterations per config{limit}{scale}, "
              + ('each config in a process of its own. ' if env.get('isolated') else 'all in one process. ')
              + '*s/iter*: median time of `model.train_step` (data preprocessing, forward, backward, optimizer step) '
              'between two `torch.cuda.synchronize()`; *data s*: median time to fetch a batch from the loader (not '
