@@ -6,6 +6,12 @@ pass, so they are built once per ``theta`` buffer and reused while that buffer l
 cache checks the buffer's storage and its version counter, so an in-place change (``theta.add_``,
 ``load_state_dict``) or a new tensor at a reused address is seen. A change that bypasses the version
 counter, such as writing through ``theta.data``, is not: call :func:`clear_table_cache` after one.
+
+``DistributedDataParallel(broadcast_buffers=True)``, PyTorch's default, copies every buffer from rank
+0 before each forward pass, which moves theta's version counter: the tables are then rebuilt at every
+iteration (correct, as fast as without the cache). mmengine's runners wrap models with
+``broadcast_buffers=False``; theta is the same on every rank anyway. Angles made under
+``torch.inference_mode`` have no version counter and are never cached.
 """
 import torch
 
