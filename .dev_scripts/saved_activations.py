@@ -34,10 +34,12 @@ def saved_bytes(model, x, autocast):
         return pack(packed) if isinstance(packed, torch.Tensor) else packed
 
     recompute.RecomputeSaved.pack = inner_pack
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-            torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
-        out = model(x)
-    recompute.RecomputeSaved.pack = inner
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+            out = model(x)
+    finally:
+        recompute.RecomputeSaved.pack = inner
     out = out[-1] if isinstance(out, (tuple, list)) else out
     out.float().sum().backward()
     return sum(storages.values())

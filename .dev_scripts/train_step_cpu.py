@@ -1,32 +1,36 @@
-"""One float32 training step of an mmdet or mmseg config on the CPU: its largest gradients and the peak
-of the tensor memory it holds.
+"""One float32 training step of a downstream benchmark config on the CPU: its largest gradients and the
+peak of the tensor memory it holds.
 
-Builds the config's model with its own initialisation (the Pretrained entry of the backbone dropped),
-draws the first batch of its train pipeline (seed 0, before the model is built, so that every config
-sees the same batch), runs forward + backward and prints:
+Prepares the config as `tools/analysis_tools/benchmark_downstream.py` does (its run names: seg-stock,
+det-t-1dpp, ...; pretrained checkpoints dropped, the demo data, 2 images per batch, seed 0), draws the
+first batch (before the model is built, so that every config sees the same batch), runs forward +
+backward and prints:
 
 - the parameters with the largest gradients: what float16 AMP can hold (a gradient above 65504 at the
   loss scale overflows, and GradScaler then skips the optimizer step);
 - the bytes of the tensors alive after the forward pass and at the peak of the step (every tensor an
-  op returns, counted once per storage until its last tensor is freed; parameters and the loader's batch not
-  included), which compares the memory two configs' steps hold without a GPU.
+  op returns, counted once per storage until its last tensor is freed; parameters and the loader's
+  batch not included), which compares the memory two configs' steps hold without a GPU.
 
-    python .dev_scripts/train_step_cpu.py CONFIG DATA_ROOT [--top 8]
+    python .dev_scripts/train_step_cpu.py RUN DEMO_DATA [--top 8]
 
-DATA_ROOT: e.g. the COCO folder of `tools/dataset_converters/make_demo_data.py`.
+DEMO_DATA: the folder written by `tools/dataset_converters/make_demo_data.py --out`.
 """
 import argparse
+import os.path as osp
 import random
+import tempfile
 import weakref
 
 import numpy as np
 import torch
-from mmengine.config import Config
-from mmengine.registry import init_default_scope
+from mmengine.registry import MODELS, init_default_scope
 from mmengine.runner import Runner
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import mmo1d  # noqa: F401  (registers mmo1d's modules)
+from mmo1d.benchmark.downstream_configs import RUNS, load_config, prepare_config
+
+CONFIG_ROOT = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'configs')
 
 
 class LiveTensors(TorchDispatchMode):
@@ -64,22 +68,19 @@ class LiveTensors(TorchDispatchMode):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('config')
-    parser.add_argument('data_root')
+    parser.add_argument('run', choices=list(RUNS))
+    parser.add_argument('demo_data')
     parser.add_argument('--top', type=int, default=8)
     args = parser.parse_args()
-    cfg = Config.fromfile(args.config)
-    cfg.model.backbone.pop('init_cfg', None)
-    loader_cfg = cfg.train_dataloader
-    loader_cfg.dataset.data_root = args.data_root.rstrip('/') + '/'
-    loader_cfg.update(num_workers=0, persistent_workers=False, batch_size=2)
+    run = RUNS[args.run]
+    cfg, _ = load_config(run, CONFIG_ROOT)
+    prepare_config(cfg, run, args.demo_data, tempfile.mkdtemp(), workers=0)
     init_default_scope(cfg.get('default_scope'))
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
-    batch = next(iter(Runner.build_dataloader(loader_cfg, seed=0)))
+    batch = next(iter(Runner.build_dataloader(cfg.train_dataloader, seed=0)))
     torch.manual_seed(0)
-    from mmengine.registry import MODELS
     model = MODELS.build(cfg.model)
     model.init_weights()
     model.train()

@@ -215,9 +215,9 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
     dropped: Dict[str, Optional[str]] = {}
     _drop_pretrained(cfg.model, 'model', dropped)
     changed: Dict[str, Any] = {'dropped_pretrained': dropped}
+    if init_loss_scale is not None and not init_loss_scale > 0:
+        raise ValueError(f'init_loss_scale must be positive, got {init_loss_scale}')
     if init_loss_scale is not None and cfg.optim_wrapper.get('type', '').split('.')[-1] == 'AmpOptimWrapper':
-        if not init_loss_scale > 0:
-            raise ValueError(f'init_loss_scale must be positive, got {init_loss_scale}')
         cfg.optim_wrapper.loss_scale = dict(init_scale=float(init_loss_scale))
         changed['init_loss_scale'] = float(init_loss_scale)
     cfg.load_from = None

@@ -85,6 +85,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.workers = (0 if cpu else 2) if args.workers is None else args.workers
     if args.warmup < 0 or args.iters < 1 or args.workers < 0:
         parser.error('--warmup and --workers must be >= 0, --iters >= 1')
+    if args.init_loss_scale is not None and not args.init_loss_scale > 0:
+        parser.error(f'--init-loss-scale must be positive, got {args.init_loss_scale}')
     return args
 
 

@@ -76,18 +76,17 @@ class DepthwiseOrientedStem(nn.Module):
         image = x.permute(0, 2, 3, 1)
         recompute = torch.is_grad_enabled() and not torch.compiler.is_compiling()
         a0 = self.pw1(image)  # (N, H, W, C0)
-        a1 = _feed(a0, lambda: self.pw1(image), self._dw1, recompute)
+        a1 = _feed(a0, lambda: self.pw1(image), _channels_last(self.dw1), recompute)
         b1 = self.norm1(a1)  # LN + GELU
-        a2 = _feed(b1, lambda: self.norm1(a1), self._dw2, recompute)
+        a2 = _feed(b1, lambda: self.norm1(a1), _channels_last(self.dw2), recompute)
         b2 = self.norm2(a2)  # LN + GELU
         a3 = _feed(b2, lambda: self.norm2(a2), self.pw2, recompute)  # (N, H / 4, W / 4, C1)
         return self.norm3(a3).permute(0, 3, 1, 2)
 
-    def _dw1(self, x: Tensor) -> Tensor:
-        return self.dw1(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
-    def _dw2(self, x: Tensor) -> Tensor:
-        return self.dw2(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+def _channels_last(conv: nn.Module) -> Callable[[Tensor], Tensor]:
+    """``conv`` (on (N, C, H, W)) applied to an (N, H, W, C) tensor, as views."""
+    return lambda x: conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
 def _feed(x: Tensor, remake: Callable[[], Tensor], layer: Callable[[Tensor], Tensor], recompute: bool) -> Tensor:
