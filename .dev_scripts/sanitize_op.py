@@ -1,5 +1,6 @@
 """Representative calls of the CUDA op for compute-sanitizer: every kernel path of every pass, each
-dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, all at small sizes.
+dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, all at small sizes; with
+and without bias, each case twice with the same angles (table cache build, then hit).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py --quick
@@ -45,8 +46,15 @@ def run(case, seed: int) -> list:
     paths = [oriented_dwconv1d_path(x, weight, s, p) for p in PASSES]
     x.requires_grad_()
     weight.requires_grad_()
-    out = oriented_dwconv1d(x, weight, oriented_angles(c, 8, 0.5).cuda(), None, s, 'trunc', seed % 2 == 0)
-    torch.autograd.grad(out, [x, weight], gy)
+    # Odd seeds add a bias (its gradient is fused into the weight gradient's reduction).
+    bias = torch.randn(c, generator=g).to(**cast).requires_grad_() if seed % 2 else None
+    params = [x, weight] + ([bias] if bias is not None else [])
+    theta = oriented_angles(c, 8, 0.5).cuda()
+    # Twice with the same angles: the first call builds the cached table structures, the second
+    # reads them (with merged weights from this call's weight).
+    for _ in range(2):
+        out = oriented_dwconv1d(x, weight, theta, bias, s, 'trunc', seed % 2 == 0)
+        torch.autograd.grad(out, params, gy)
     torch.cuda.synchronize()
     return paths
 
