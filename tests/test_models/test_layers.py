@@ -181,6 +181,35 @@ def test_depthwise_oriented_stem_keeps_no_full_resolution_activation():
     assert torch.equal(stem(x).detach(), plain)
 
 
+@pytest.mark.parametrize('grad', [False, True])
+def test_depthwise_oriented_stem_frees_each_activation_once_read(grad):
+    """When a layer of the stem starts, no earlier activation is alive but its input (and, when
+    training, the tensors kept for backward: dw1's and dw2's outputs)."""
+    stem = DepthwiseOrientedStem(3, 8, 16, kernel_size=7, directions=8)
+    names = ('pw1', 'dw1', 'norm1', 'dw2', 'norm2', 'pw2', 'norm3')
+    outputs, alive = {}, {}
+
+    def record(name):
+        def hook(module, inputs, output):
+            outputs[name] = weakref.ref(output)
+        return hook
+
+    def check(name):
+        def hook(module, inputs):
+            gc.collect()
+            alive[name] = [n for n, ref in outputs.items() if ref() is not None]
+        return hook
+
+    for name in names:
+        getattr(stem, name).register_forward_hook(record(name))
+        getattr(stem, name).register_forward_pre_hook(check(name))
+    with torch.set_grad_enabled(grad):
+        stem(torch.randn(2, 3, 13, 18))
+    kept = ['dw1', 'dw2'] if grad else []
+    for i, name in enumerate(names[1:]):
+        assert sorted(alive[name]) == sorted({names[i]} | {k for k in kept if k in names[:i + 1]}), name
+
+
 def test_block_drop_path_in_one_addcmul():
     """Training with stochastic depth: x + mask * gamma * f(x), with DropPath's per-sample mask."""
     block = OrientedConvNeXtBlock(8, 5, True, drop_path_rate=0.5, layer_scale_init_value=0.5)

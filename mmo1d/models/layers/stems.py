@@ -74,13 +74,14 @@ class DepthwiseOrientedStem(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(N, in, H, W) -> (N, C1, ceil(ceil(H / 2) / 2), ceil(ceil(W / 2) / 2)), channels_last."""
         image = x.permute(0, 2, 3, 1)
-        recompute = torch.is_grad_enabled() and not torch.compiler.is_compiling()
-        a0 = self.pw1(image)  # (N, H, W, C0)
-        a1 = _feed(a0, lambda: self.pw1(image), _channels_last(self.dw1), recompute)
-        b1 = self.norm1(a1)  # LN + GELU
-        a2 = _feed(b1, lambda: self.norm1(a1), _channels_last(self.dw2), recompute)
-        b2 = self.norm2(a2)  # LN + GELU
-        a3 = _feed(b2, lambda: self.norm2(a2), self.pw2, recompute)  # (N, H / 4, W / 4, C1)
+        dw1, dw2 = _channels_last(self.dw1), _channels_last(self.dw2)
+        if not torch.is_grad_enabled() or torch.compiler.is_compiling():
+            # One expression: each activation is freed as soon as the next layer has read it.
+            return self.norm3(self.pw2(self.norm2(dw2(self.norm1(dw1(self.pw1(image))))))).permute(0, 3, 1, 2)
+        # pw1's output and the LN + GELU outputs are temporaries here: backward remakes them.
+        a1 = _feed(self.pw1(image), lambda: self.pw1(image), dw1)  # (N, H / 2, W / 2, C0)
+        a2 = _feed(self.norm1(a1), lambda: self.norm1(a1), dw2)
+        a3 = _feed(self.norm2(a2), lambda: self.norm2(a2), self.pw2)  # (N, H / 4, W / 4, C1)
         return self.norm3(a3).permute(0, 3, 1, 2)
 
 
@@ -89,10 +90,10 @@ def _channels_last(conv: nn.Module) -> Callable[[Tensor], Tensor]:
     return lambda x: conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
-def _feed(x: Tensor, remake: Callable[[], Tensor], layer: Callable[[Tensor], Tensor], recompute: bool) -> Tensor:
-    """``layer(x)``; when ``recompute`` and ``x`` needs gradients, whatever ``layer`` saves of ``x``
-    for backward is not kept but made again there by ``remake()``."""
-    if not (recompute and x.requires_grad):
+def _feed(x: Tensor, remake: Callable[[], Tensor], layer: Callable[[Tensor], Tensor]) -> Tensor:
+    """``layer(x)``; when ``x`` needs gradients, whatever ``layer`` saves of ``x`` for backward is
+    not kept but made again there by ``remake()``."""
+    if not x.requires_grad:
         return layer(x)
     hooks = RecomputeSaved(x, remake)
     with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
