@@ -58,7 +58,8 @@ def test_readme_table_from_committed_results(capsys):
     result = json.loads(path.read_text())
     assert benchmark_tool.main(['--readme-table', str(path)]) == {}
     lines = capsys.readouterr().out.strip().splitlines()
-    rows = {line.split(' | ')[0].lstrip('| '): line.strip('| ').split(' | ')[1:] for line in lines[4:]}
+    table = lines[4:lines.index('', 4)]
+    rows = {line.split(' | ')[0].lstrip('| '): line.strip('| ').split(' | ')[1:] for line in table}
     recs = {(r['model'], r['mode'], r['pass']): r for r in result['records']}
     modes = list(dict.fromkeys(r['mode'] for r in result['records']))
     ours = [m for m in dict.fromkeys(r['model'] for r in result['records']) if '(mmo1d)' in m]
@@ -72,3 +73,15 @@ def test_readme_table_from_committed_results(capsys):
             assert [float(v) for v in cells[i].split(' / ')] == pytest.approx(expected, abs=0.005)
         memory = [recs[model, m, 'train']['peak_mem_bytes'] / recs[timm, m, 'train']['peak_mem_bytes'] for m in modes]
         assert [float(v) for v in cells[-1].split(' / ')] == pytest.approx(memory, abs=0.005)
+    # Under the table: the largest slowest / fastest round ratio of each mode.
+    spreads = {m: max(max(r['round_ms']) / min(r['round_ms']) for r in result['records'] if r['mode'] == m)
+               for m in modes}
+    assert lines[-1] == (f"Slowest / fastest of the {result['env']['rounds']} rounds of one model and pass, at most: "
+                         + ', '.join(f'{m} {v:.2f}' for m, v in spreads.items()) + '.')
+
+
+def test_summarize_rewrites_the_committed_markdown(capsys):
+    """--summarize prints the markdown that the run wrote next to its results file."""
+    path = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results' / 'models_NVIDIA_H100_80GB_HBM3.json'
+    assert benchmark_tool.main(['--summarize', str(path)]) == {}
+    assert capsys.readouterr().out == path.with_suffix('.md').read_text()

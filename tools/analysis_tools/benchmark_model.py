@@ -67,6 +67,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON',
                         help='print the README speed table of a results file and exit')
+    parser.add_argument('--summarize', metavar='JSON', help='print the markdown summary of a results file and exit')
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1:
         parser.error('--rounds and --repeats must be >= 1')
@@ -185,18 +186,20 @@ def summarize(result: Dict) -> str:
              'autocast, channels_last model and input, loss scaled by torch.amp.GradScaler (dynamic, as '
              'mmengine\'s AmpOptimWrapper). Peak memory: torch.cuda.max_memory_allocated over the steps of one '
              'model, mode and pass (weights, AdamW state, activations). '
-             '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode.', '']
+             '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode. '
+             '*round spread*: slowest / fastest round of the model and pass.', '']
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
     models = list(dict.fromkeys(r['model'] for r in recs))
     for mode in dict.fromkeys(r['mode'] for r in recs):
         lines += [f'## {mode}', '', '| model | infer img/s | train img/s | infer vs timm | train vs timm | '
-                  'infer peak MiB | train peak MiB |', '|---|---|---|---|---|---|---|']
+                  'infer peak MiB | train peak MiB | round spread infer / train |', '|---|---|---|---|---|---|---|---|']
         for model in models:
             infer, train = by_key[model, mode, 'infer'], by_key[model, mode, 'train']
             lines.append(f"| {model} | {_fmt(infer['img_per_s'])} | {_fmt(train['img_per_s'])} | "
                          f"{_fmt(vs_timm(by_key, infer, 'img_per_s'), digits=2)} | "
                          f"{_fmt(vs_timm(by_key, train, 'img_per_s'), digits=2)} | "
-                         f"{_fmt(infer['peak_mem_bytes'], 2**20, 0)} | {_fmt(train['peak_mem_bytes'], 2**20, 0)} |")
+                         f"{_fmt(infer['peak_mem_bytes'], 2**20, 0)} | {_fmt(train['peak_mem_bytes'], 2**20, 0)} | "
+                         f"{_fmt(round_spread(infer), digits=2)} / {_fmt(round_spread(train), digits=2)} |")
         lines.append('')
     return '\n'.join(lines)
 
@@ -219,6 +222,14 @@ def vs_timm(by_key: Dict, rec: Dict, key: str) -> Optional[float]:
     return rec[key] / base[key]
 
 
+def round_spread(rec: Dict) -> Optional[float]:
+    """Slowest / fastest round time of a record (None with fewer than two rounds or a missing one)."""
+    times = rec.get('round_ms') or []
+    if len(times) < 2 or None in times:
+        return None
+    return max(times) / min(times)
+
+
 def readme_table(result: Dict) -> str:
     """The README's speed table: throughput of every mmo1d model relative to timm (infer / train) per
     mode, and its training peak memory relative to timm's."""
@@ -236,6 +247,11 @@ def readme_table(result: Dict) -> str:
                  for m in modes]
         mem = ' / '.join(_fmt(vs_timm(by_key, by_key[model, m, 'train'], 'peak_mem_bytes'), digits=2) for m in modes)
         lines.append(f"| {model.replace(' (mmo1d)', '')} | " + ' | '.join(cells) + f' | {mem} |')
+    spreads = [(m, [round_spread(r) for r in recs if r['mode'] == m]) for m in modes]
+    spreads = [f'{m} {max(v):.2f}' for m, v in spreads if v and None not in v]
+    if spreads:
+        lines += ['', f"Slowest / fastest of the {env['rounds']} rounds of one model and pass, at most: "
+                  + ', '.join(spreads) + '.']
     return '\n'.join(lines)
 
 
@@ -263,9 +279,10 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
-    if args.readme_table:
-        with open(args.readme_table) as f:
-            print(readme_table(json.load(f)))
+    if args.readme_table or args.summarize:
+        with open(args.readme_table or args.summarize) as f:
+            result = json.load(f)
+        print(readme_table(result) if args.readme_table else summarize(result))
         return {}
     device = torch.device(args.device)
     if device.type == 'cuda':
