@@ -247,11 +247,11 @@ def readme_table(result: Dict) -> str:
                  for m in modes]
         mem = ' / '.join(_fmt(vs_timm(by_key, by_key[model, m, 'train'], 'peak_mem_bytes'), digits=2) for m in modes)
         lines.append(f"| {model.replace(' (mmo1d)', '')} | " + ' | '.join(cells) + f' | {mem} |')
-    spreads = [(m, [round_spread(r) for r in recs if r['mode'] == m]) for m in modes]
-    spreads = [f'{m} {max(v):.2f}' for m, v in spreads if v and None not in v]
-    if spreads:
+    spreads = {m: [round_spread(r) for r in recs if r['mode'] == m] for m in modes}
+    cells = [f'{m} {max(v):.2f}' for m, v in spreads.items() if None not in v]
+    if cells:
         lines += ['', f"Slowest / fastest of the {env['rounds']} rounds of one model and pass, at most: "
-                  + ', '.join(spreads) + '.']
+                  + ', '.join(cells) + '.']
     return '\n'.join(lines)
 
 

@@ -29,7 +29,7 @@ from mmo1d.ops import OrientedDWConv1d
 
 from .depthwise import DepthwiseConv2d
 from .norm import LayerNorm
-from .recompute import RecomputeSaved
+from .recompute import call_recomputing
 
 
 class DropPath(nn.Module):
@@ -136,13 +136,12 @@ class OrientedConvNeXtBlock(BaseModule):
         ``h`` is not kept for the convolution's weight gradient: backward recomputes it from
         ``pre``, which GELU keeps for its own gradient. That saves one 4C activation per block.
         """
-        recompute = (torch.is_grad_enabled() and h.requires_grad and not self.with_cp
-                     and not torch.compiler.is_compiling())
-        if not recompute:
-            return self.mid_conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
-        hooks = RecomputeSaved(h, lambda: self.act(pre))
-        with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-            return self.mid_conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        def mid(t: Tensor) -> Tensor:
+            return self.mid_conv(t.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+        if not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling():
+            return mid(h)
+        return call_recomputing(mid, h, lambda: self.act(pre))
 
     def _residual(self, shortcut: Tensor, branch: Tensor) -> Tensor:
         """``shortcut + DropPath(gamma * branch)`` in one ``addcmul``.

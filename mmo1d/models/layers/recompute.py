@@ -40,4 +40,14 @@ class RecomputeSaved:
         return base.as_strided(size, stride, offset)
 
 
-__all__ = ['RecomputeSaved']
+def call_recomputing(layer: Callable[[Tensor], Tensor], x: Tensor, remake: Callable[[], Tensor]) -> Tensor:
+    """``layer(x)``, keeping no copy of ``x`` (or of a view of it) for backward: backward makes it
+    again with ``remake()`` (``RecomputeSaved``). Just ``layer(x)`` when ``x`` needs no gradient."""
+    if not x.requires_grad:
+        return layer(x)
+    hooks = RecomputeSaved(x, remake)
+    with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
+        return layer(x)
+
+
+__all__ = ['RecomputeSaved', 'call_recomputing']

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from mmo1d.ops import OrientedDWConv1d
 
 from .norm import LayerNorm, LayerNorm2d
-from .recompute import RecomputeSaved
+from .recompute import call_recomputing
 
 
 def patchify_stem(in_channels: int, out_channels: int, patch_size: int = 4) -> nn.Sequential:
@@ -79,9 +79,9 @@ class DepthwiseOrientedStem(nn.Module):
             # One expression: each activation is freed as soon as the next layer has read it.
             return self.norm3(self.pw2(self.norm2(dw2(self.norm1(dw1(self.pw1(image))))))).permute(0, 3, 1, 2)
         # pw1's output and the LN + GELU outputs are temporaries here: backward remakes them.
-        a1 = _feed(self.pw1(image), lambda: self.pw1(image), dw1)  # (N, H / 2, W / 2, C0)
-        a2 = _feed(self.norm1(a1), lambda: self.norm1(a1), dw2)
-        a3 = _feed(self.norm2(a2), lambda: self.norm2(a2), self.pw2)  # (N, H / 4, W / 4, C1)
+        a1 = call_recomputing(dw1, self.pw1(image), lambda: self.pw1(image))  # (N, H / 2, W / 2, C0)
+        a2 = call_recomputing(dw2, self.norm1(a1), lambda: self.norm1(a1))
+        a3 = call_recomputing(self.pw2, self.norm2(a2), lambda: self.norm2(a2))  # (N, H / 4, W / 4, C1)
         return self.norm3(a3).permute(0, 3, 1, 2)
 
 
@@ -89,12 +89,3 @@ def _channels_last(conv: nn.Module) -> Callable[[Tensor], Tensor]:
     """``conv`` (on (N, C, H, W)) applied to an (N, H, W, C) tensor, as views."""
     return lambda x: conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
-
-def _feed(x: Tensor, remake: Callable[[], Tensor], layer: Callable[[Tensor], Tensor]) -> Tensor:
-    """``layer(x)``; when ``x`` needs gradients, whatever ``layer`` saves of ``x`` for backward is
-    not kept but made again there by ``remake()``."""
-    if not x.requires_grad:
-        return layer(x)
-    hooks = RecomputeSaved(x, remake)
-    with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack):
-        return layer(x)
