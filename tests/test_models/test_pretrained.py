@@ -111,8 +111,8 @@ def test_pretrained_with_other_init_entries(tmp_path):
 
 
 @pytest.mark.parametrize('edit,match', [
-    (lambda sd: sd.pop('stages.1.0.norm.weight'), r"missing keys: \['stages.1.0.norm.weight'\]"),
-    (lambda sd: sd.update({'stages.0.0.extra': torch.zeros(1)}), r"unexpected keys: \['stages.0.0.extra'\]"),
+    (lambda sd: sd.pop('stages.1.0.norm.weight'), r"1 missing keys: \['stages.1.0.norm.weight'\]"),
+    (lambda sd: sd.update({'stages.0.0.extra': torch.zeros(1)}), r"1 unexpected keys: \['stages.0.0.extra'\]"),
     (lambda sd: sd.update({'stages.0.0.pointwise_conv1.weight': torch.zeros(16, 8)}),
      r'stages.0.0.pointwise_conv1.weight \(checkpoint \(16, 8\), model \(32, 8\)\)'),
     (lambda sd: sd.update({'stages.0.0.depthwise_conv.weight': torch.zeros(4, 1, 1, 5)}),
@@ -148,4 +148,83 @@ def test_pretrained_bad_prefix_and_unconverted(tmp_path):
     torch.save({'model': dict(sd), 'epoch': 3}, raw)
     target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=str(raw)))
     with pytest.raises(ValueError, match='convert_checkpoint.py'):
+        target.init_weights()
+
+
+def _detector_checkpoint(tmp_path, source, wrap=''):
+    """A whole detector's state dict: the backbone under 'backbone.', then a neck and a head."""
+    sd = {f'{wrap}backbone.{k}': v for k, v in source.state_dict().items()}
+    for i in range(4):
+        sd[f'{wrap}neck.lateral_convs.{i}.conv.weight'] = torch.zeros(16, 8, 1, 1)
+        sd[f'{wrap}neck.lateral_convs.{i}.conv.bias'] = torch.zeros(16)
+    sd[f'{wrap}rpn_head.rpn_conv.weight'] = torch.zeros(16, 16, 3, 3)
+    sd[f'{wrap}roi_head.bbox_head.fc_cls.weight'] = torch.zeros(81, 64)
+    return _save(tmp_path, sd, 'detector.pth')
+
+
+@pytest.mark.parametrize('wrap', ['', 'module.'])
+def test_whole_detector_without_prefix_suggests_it(tmp_path, wrap):
+    source = _source(SMALL)
+    path = _detector_checkpoint(tmp_path, source, wrap)
+    target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=path))
+    with pytest.raises(RuntimeError) as info:
+        target.init_weights()
+    message = str(info.value)
+    assert "did you mean prefix='backbone.'?" in message
+    needed = [k for k in target.state_dict() if not k.endswith('.theta') and not k.startswith('norm')]
+    assert f'{len(needed)} missing keys' in message
+    assert f"{len(needed)} of the model's {len(needed)} keys are in the checkpoint under 'backbone.'" in message
+    unexpected = len(source.state_dict()) + 10  # the backbone's keys under 'backbone.', neck, heads
+    assert f'{unexpected} unexpected keys' in message and f'and {unexpected - 3} more' in message
+    assert len(message) < 600, message
+    # The suggested prefix loads every tensor as saved.
+    target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=path, prefix='backbone.'))
+    target.init_weights()
+    for key, value in source.state_dict().items():
+        assert torch.equal(target.state_dict()[key], value), key
+
+
+def test_prefix_suggested_for_a_partial_checkpoint_after_the_given_prefix(tmp_path):
+    """Most keys under 'model.backbone.', a few missing; the hint names the whole prefix."""
+    source = _source(SMALL)
+    sd = {f'model.backbone.{k}': v for k, v in source.state_dict().items() if not k.startswith('stages.3')}
+    sd['model.head.fc.weight'] = torch.zeros(10, 16)
+    init_cfg = dict(type='Pretrained', checkpoint=_save(tmp_path, sd), prefix='model')
+    with pytest.raises(RuntimeError, match=r"did you mean prefix='model\.backbone\.'\?") as info:
+        _model(SMALL, init_cfg=init_cfg).init_weights()
+    assert len(str(info.value)) < 600
+
+
+def test_unrelated_checkpoint_is_short_and_suggests_nothing(tmp_path):
+    sd = {f'encoder.layer.{i}.attention.{name}': torch.zeros(4) for i in range(40)
+          for name in ('query.weight', 'key.weight', 'value.weight', 'output.dense.weight')}
+    target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=_save(tmp_path, sd)))
+    with pytest.raises(RuntimeError) as info:
+        target.init_weights()
+    message = str(info.value)
+    assert '160 unexpected keys' in message and "'encoder.layer.0.attention.query.weight'" in message
+    assert 'and 157 more' in message
+    assert 'prefix' not in message
+    assert len(message) < 600, message
+
+
+def test_no_prefix_hint_when_the_keys_fit_as_they_are(tmp_path):
+    """A backbone checkpoint with a few tensors missing and a stray copy of one under 'ema.'."""
+    sd = dict(_source(SMALL).state_dict())
+    sd['ema.stages.1.0.norm.weight'] = sd.pop('stages.1.0.norm.weight')
+    target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=_save(tmp_path, sd)))
+    with pytest.raises(RuntimeError) as info:
+        target.init_weights()
+    message = str(info.value)
+    assert "1 missing keys: ['stages.1.0.norm.weight']" in message
+    assert "1 unexpected keys: ['ema.stages.1.0.norm.weight']" in message
+    assert 'prefix' not in message
+
+
+def test_many_mismatched_tensors_are_counted(tmp_path):
+    sd = {k: torch.zeros(1) if k.endswith('pointwise_conv1.weight') else v
+          for k, v in _source(SMALL).state_dict().items()}
+    target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=_save(tmp_path, sd)))
+    with pytest.raises(RuntimeError, match=r'5 mismatched tensors: stages\.0\.0\.pointwise_conv1\.weight '
+                       r'\(checkpoint \(1,\), model \(32, 8\)\); .* and 2 more$'):
         target.init_weights()

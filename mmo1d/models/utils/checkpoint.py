@@ -5,12 +5,13 @@ segmentation backbones use shorter oriented kernels in the late stages (e.g. 1x2
 the ImageNet classifiers they start from (1x31). A kernel is carried over by centre-cropping it
 (keeping the taps with ``|t - K // 2| <= K' // 2``) or, to grow it, by zero-padding both ends;
 both keep every tap at the same spatial offset, because offsets depend only on ``t - K // 2``.
-Everything else must match exactly: a checkpoint that does not fit is an error naming the keys,
-never a silent partial load.
+Everything else must match exactly: a checkpoint that does not fit is an error that counts the
+keys and names a few of them, never a silent partial load; when the keys would fit under a prefix
+(a whole detector's ``backbone.*``), the error names it.
 """
 import re
 from collections import OrderedDict
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -73,24 +74,63 @@ def extract_state_dict(checkpoint: dict, prefix: Optional[str] = None) -> 'Order
     return state_dict
 
 
+_EXAMPLES = 3
+
+
+def _examples(items: List[str], join: Callable[[List[str]], str] = str) -> str:
+    """The first few items of a list, joined, and how many more there are."""
+    more = len(items) - _EXAMPLES
+    return join(items[:_EXAMPLES]) + (f' and {more} more' if more > 0 else '')
+
+
+def _fitting_prefix(keys: List[str], needed: List[str]) -> Optional[Tuple[str, int]]:
+    """The prefix under which a checkpoint holds a model's keys, if it holds most of them.
+
+    Args:
+        keys (list[str]): Keys of the checkpoint.
+        needed (list[str]): Keys the model must load.
+
+    Returns:
+        tuple[str, int] | None: The prefix (ending with ``'.'``) under which most of ``needed``
+        are found, and how many; None when no prefix gives at least half of them, or more than
+        the keys as they are.
+    """
+    wanted = set(needed)
+    found: Dict[str, set] = {}
+    for key in keys:
+        for i, char in enumerate(key):
+            if char == '.' and key[i + 1:] in wanted:
+                found.setdefault(key[:i + 1], set()).add(key[i + 1:])
+    if not found:
+        return None
+    best = max(found, key=lambda p: (len(found[p]), -len(p)))
+    hits = len(found[best])
+    return (best, hits) if 2 * hits >= len(wanted) and hits > len(wanted.intersection(keys)) else None
+
+
 def adapt_state_dict(model: nn.Module,
                      state_dict: Dict[str, Tensor],
                      optional: Callable[[str], bool] = lambda key: False,
-                     logger: str = 'current') -> 'OrderedDict[str, Tensor]':
+                     logger: str = 'current',
+                     prefix: str = '') -> 'OrderedDict[str, Tensor]':
     """Check a state dict against a model and resize its oriented kernels to the model's.
 
     Rules: an oriented kernel (the ``weight`` of an :class:`~mmo1d.ops.OrientedDWConv1d`) whose
     length differs is centre-cropped or zero-padded (logged); angles (``theta``) are constants of
     the model: they may be absent, and when present must equal the model's; keys for which
     ``optional(key)`` is true may be absent (the model keeps their initial values, logged) or
-    unexpected (ignored, logged). Any other missing or unexpected key or shape mismatch is an
-    error that names all of them.
+    unexpected (ignored, logged). Any other missing or unexpected key or shape mismatch is a
+    ``RuntimeError`` that counts each kind and names a few of them; when most of the model's keys
+    are in ``state_dict`` under one prefix (``'backbone.'`` for a detector, a segmentor or a
+    classifier), it asks ``did you mean prefix='backbone.'?``.
 
     Args:
         model (nn.Module): Target model.
         state_dict (dict[str, Tensor]): Tensors to load, keyed like ``model.state_dict()``.
         optional (callable): Predicate on keys that may be absent or extra. Default: none.
         logger (str): mmengine logger name for the messages. Default: 'current'.
+        prefix (str): The prefix already removed from the keys of ``state_dict`` (see
+            :func:`extract_state_dict`); a suggested prefix is written after it. Default: ''.
 
     Returns:
         OrderedDict[str, Tensor]: Tensors ready for ``model.load_state_dict(..., strict=False)``:
@@ -124,22 +164,32 @@ def adapt_state_dict(model: nn.Module,
             continue
         result[key] = value
     missing = []
+    needed = []
     for key in target:
-        if key in state_dict or key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
+        if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
             continue
         if optional(key):
-            print_log(f'pretrained: {key} is not in the checkpoint and keeps its initial value',
-                      logger=logger)
-        else:
+            if key not in state_dict:
+                print_log(f'pretrained: {key} is not in the checkpoint and keeps its initial value',
+                          logger=logger)
+            continue
+        needed.append(key)
+        if key not in state_dict:
             missing.append(key)
     if unexpected or missing or mismatched:
         lines = []
         if missing:
-            lines.append(f'missing keys: {missing}')
+            lines.append(f'{len(missing)} missing keys: {_examples(missing)}')
         if unexpected:
-            lines.append(f'unexpected keys: {unexpected}')
+            lines.append(f'{len(unexpected)} unexpected keys: {_examples(unexpected)}')
         if mismatched:
-            lines.append('mismatched tensors: ' + '; '.join(f'{k} ({why})' for k, why in mismatched.items()))
+            details = [f'{k} ({why})' for k, why in mismatched.items()]
+            lines.append(f'{len(mismatched)} mismatched tensors: {_examples(details, "; ".join)}')
+        fit = _fitting_prefix(list(state_dict), needed) if missing else None
+        if fit is not None:
+            whole = (prefix if not prefix or prefix.endswith('.') else prefix + '.') + fit[0]
+            lines.append(f'{fit[1]} of the model\'s {len(needed)} keys are in the checkpoint under '
+                         f'{whole!r}: did you mean prefix={whole!r}?')
         raise RuntimeError(f'the checkpoint does not fit {type(model).__name__}: ' + ' | '.join(lines))
     return result
 
@@ -161,6 +211,6 @@ def load_pretrained(model: nn.Module,
         logger (str): mmengine logger name. Default: 'current'.
     """
     checkpoint = CheckpointLoader.load_checkpoint(filename, map_location=map_location, logger=logger)
-    state_dict = adapt_state_dict(model, extract_state_dict(checkpoint, prefix), optional, logger)
+    state_dict = adapt_state_dict(model, extract_state_dict(checkpoint, prefix), optional, logger, prefix or '')
     model.load_state_dict(state_dict, strict=False)
     print_log(f'pretrained: loaded {len(state_dict)} tensors from {filename}', logger=logger)
