@@ -23,7 +23,9 @@ TORCH_PIN="torch==2.14.1 torchvision==0.29.1"
 MMCV_VERSION=2.1.0
 MM_PINS="mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0 ftfy regex"
 # The test tools; ONNX and ONNX Runtime run the export tests (setup.py's extras 'tests').
-TEST_PINS="pytest ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2"
+# pytest-benchmark is there to keep the suite working beside that common plugin (no test may take the
+# name of its fixture).
+TEST_PINS="pytest pytest-benchmark ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2"
 TOOL_PINS="setuptools>=77.0.3,<81 wheel ninja"
 
 step() { echo "[setup] $*"; }

@@ -9,8 +9,9 @@ Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023.
 - ``'timm'``: timm's ConvNeXt (``stem.0/1``, ``stages.i.downsample.0/1``,
   ``stages.i.blocks.j.{conv_dw,norm,mlp.fc1,mlp.fc2,gamma}``, ``head.norm``, ``head.fc``).
 
-The result is an mmpretrain ImageClassifier state dict (``backbone.*`` with the final norm as
-``backbone.norm3``, ``head.fc.*``) and the backbone part alone. A 2D source converted into a 2D++
+:func:`detect_source_format` tells the layout from the keys. The result is an mmpretrain
+ImageClassifier state dict (``backbone.*`` with the final norm as ``backbone.norm3``,
+``head.fc.*``) and the backbone part alone. A 2D source converted into a 2D++
 model leaves the new oriented branches (``mid_conv``) at their initialisation and reports them;
 anything else that does not fit the target model is an error.
 """
@@ -74,6 +75,35 @@ class Conversion(NamedTuple):
     fresh: List[str]
 
 
+class SourceLayoutError(KeyError):
+    """The keys of a state dict do not follow the source layout they are converted from."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _new_key(key: str, source_format: str) -> Optional[str]:
+    """``key`` renamed by the first matching rule of ``source_format``; None if no rule matches."""
+    key = re.sub(r'^module\.', '', key)
+    for pattern, replacement in _RULES[source_format]:
+        new_key, hits = re.subn(pattern, replacement, key)
+        if hits:
+            return new_key
+    return None
+
+
+def _unknown_keys(state_dict: Dict[str, Tensor], source_format: str) -> List[str]:
+    return [key for key in state_dict if _new_key(key, source_format) is None]
+
+
+def _matching_formats(state_dict: Dict[str, Tensor]) -> List[str]:
+    return [fmt for fmt in SOURCE_FORMATS if not _unknown_keys(state_dict, fmt)]
+
+
+def _examples(keys: List[str], count: int = 3) -> str:
+    return ', '.join(keys[:count]) + (', ...' if len(keys) > count else '')
+
+
 def rename_keys(state_dict: Dict[str, Tensor], source_format: str) -> 'OrderedDict[str, Tensor]':
     """Rename a source state dict to mmpretrain ImageClassifier keys of an OrientedConvNeXt.
 
@@ -83,22 +113,21 @@ def rename_keys(state_dict: Dict[str, Tensor], source_format: str) -> 'OrderedDi
 
     Returns:
         OrderedDict[str, Tensor]: ``backbone.*`` and ``head.fc.*`` tensors.
+
+    Raises:
+        SourceLayoutError: Keys that are not in the ``source_format`` layout; the message names the
+            layout the keys follow, if any, and a few of the keys.
     """
     if source_format not in _RULES:
         raise ValueError(f'unknown source format {source_format!r}; choose one of {SOURCE_FORMATS}')
-    renamed, unknown = OrderedDict(), []
-    for key, value in state_dict.items():
-        key = re.sub(r'^module\.', '', key)
-        for pattern, replacement in _RULES[source_format]:
-            new_key, hits = re.subn(pattern, replacement, key)
-            if hits:
-                renamed[new_key] = value
-                break
-        else:
-            unknown.append(key)
+    unknown = _unknown_keys(state_dict, source_format)
     if unknown:
-        raise KeyError(f'keys not in the {source_format!r} ConvNeXt layout: {unknown}')
-    return renamed
+        matching = _matching_formats(state_dict)
+        looks_like = (f'the keys follow the {" / ".join(map(repr, matching))} layout' if matching else
+                      f'the keys follow none of the source layouts {SOURCE_FORMATS}')
+        raise SourceLayoutError(f'{len(unknown)} of {len(state_dict)} keys are not in the {source_format!r} '
+                                f'ConvNeXt layout, e.g. {_examples(unknown)}; {looks_like}')
+    return OrderedDict((_new_key(key, source_format), value) for key, value in state_dict.items())
 
 
 def infer_variant(renamed: Dict[str, Tensor]) -> str:
@@ -107,6 +136,33 @@ def infer_variant(renamed: Dict[str, Tensor]) -> str:
     plus_plus = any('.mid_conv.' in key for key in renamed)
     return {(False, False): '2d', (True, False): '1d', (True, True): '1dpp', (False, True): '2dpp'}[
         one_d_stem, plus_plus]
+
+
+def detect_source_format(state_dict: Dict[str, Tensor]) -> str:
+    """The source layout whose key patterns cover every key of ``state_dict``.
+
+    The authors' classifiers and official ConvNeXt share one layout: a state dict in it is
+    ``'oriented1d'`` when it has a depthwise 1D stem or "++" blocks, ``'official'`` otherwise.
+
+    Args:
+        state_dict (dict[str, Tensor]): Source tensors.
+
+    Returns:
+        str: One of :data:`SOURCE_FORMATS`.
+
+    Raises:
+        SourceLayoutError: No layout covers every key.
+    """
+    matching = _matching_formats(state_dict)
+    if not matching:
+        unknown = {fmt: _unknown_keys(state_dict, fmt) for fmt in SOURCE_FORMATS}
+        closest = min(SOURCE_FORMATS, key=lambda fmt: len(unknown[fmt]))
+        raise SourceLayoutError(
+            f'the keys follow none of the source layouts {SOURCE_FORMATS}: {len(unknown[closest])} of '
+            f'{len(state_dict)} keys are not in the closest one, {closest!r}, e.g. {_examples(unknown[closest])}')
+    if matching[0] == 'oriented1d':
+        return 'official' if infer_variant(rename_keys(state_dict, 'oriented1d')) == '2d' else 'oriented1d'
+    return matching[0]
 
 
 def _infer_arch(renamed: Dict[str, Tensor]) -> Tuple[dict, list, list, Optional[int]]:

@@ -74,3 +74,24 @@ def test_opset_below_the_lowerings_is_refused(tmp_path):
     with pytest.raises(ValueError, match='opset_version must be >= 17'):
         pytorch2onnx.main([str(SEG_CONFIG), '--backbone', '--out', str(tmp_path / 'x.onnx'), '--shape', '32', '32',
                            '--opset', '16'])
+
+
+def test_legacy_export_stops_where_a_ppm_scale_does_not_divide_the_feature_map(tmp_path, monkeypatch):
+    def export_onnx(*args, **kwargs):
+        raise AssertionError('the model was traced')
+
+    monkeypatch.setattr(pytorch2onnx, 'export_onnx', export_onnx)
+    with pytest.raises(ValueError) as error:
+        pytorch2onnx.main([str(SEG_CONFIG), '--out', str(tmp_path / 'seg.onnx'), '--shape', '128', '128', '--legacy'])
+    message = str(error.value)
+    assert message.startswith('--legacy: ') and 'at input 128x128' in message
+    assert 'psp_modules.2.0 pools 4x4 (1/32 of the input) to 3x3' in message
+    assert 'psp_modules.3.0 pools 4x4 (1/32 of the input) to 6x6' in message and 'psp_modules.1.0' not in message
+    assert 'Every pool scale (of a PPM, as in UperNet) must divide the size of the feature map it pools' in message
+    assert 'multiples of 192' in message and 'e.g. 192x192' in message
+
+
+def test_legacy_export_at_a_size_the_ppm_scales_divide(tmp_path):
+    out = tmp_path / 'seg.onnx'
+    assert pytorch2onnx.main([str(SEG_CONFIG), '--out', str(out), '--shape', '192', '192', '--legacy']) < 1e-4
+    assert non_standard_ops(str(out)) == []

@@ -60,20 +60,20 @@ def test_parameters_of_a_conv2d():
     assert isinstance(conv, torch.nn.Conv2d) and conv.padding == (2, 2) and conv.groups == 8
 
 
-@pytest.mark.parametrize('benchmark', [False, True])
-def test_cpu_tensors_keep_their_layout(benchmark):
+@pytest.mark.parametrize('cudnn_benchmark', [False, True])
+def test_cpu_tensors_keep_their_layout(cudnn_benchmark):
     conv, x = _conv_and_input()
-    with torch.backends.cudnn.flags(enabled=True, benchmark=benchmark):
+    with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
         assert not conv.computes_in_nchw(x)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
-@pytest.mark.parametrize('benchmark', [False, True])
-def test_cuda_layout_follows_cudnn_benchmark(benchmark):
+@pytest.mark.parametrize('cudnn_benchmark', [False, True])
+def test_cuda_layout_follows_cudnn_benchmark(cudnn_benchmark):
     conv, x = _conv_and_input()
     conv, x = conv.cuda(), x.cuda()
-    with torch.backends.cudnn.flags(enabled=True, benchmark=benchmark):
-        assert conv.computes_in_nchw(x) == (not benchmark)
+    with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
+        assert conv.computes_in_nchw(x) == (not cudnn_benchmark)
         with torch.autocast('cuda', dtype=torch.float16):
             out = conv(x)
     assert out.is_contiguous(memory_format=torch.channels_last)

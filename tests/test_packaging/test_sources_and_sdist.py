@@ -73,15 +73,16 @@ def _setup(root: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
-def test_sdist_carries_the_sources_and_configs(source_copy, tmp_path):
+def test_sdist_carries_the_sources_configs_demo_and_docs(source_copy, tmp_path):
     _setup(source_copy, 'sdist', '--dist-dir', str(tmp_path))
     [archive] = tmp_path.glob('mmo1d-*.tar.gz')
     with tarfile.open(archive) as tar:
         names = {n.split('/', 1)[1] for n in tar.getnames() if '/' in n and not tar.getmember(n).isdir()}
-    assert {n for n in names if n.startswith(('csrc/', 'configs/'))} == set(_listed('csrc', 'configs'))
+    folders = ('csrc', 'configs', 'demo', 'docs')
+    assert {n for n in names if n.startswith(tuple(f'{f}/' for f in folders))} == set(_listed(*folders))
     assert {'setup.py', 'pyproject.toml', 'MANIFEST.in', 'README.md', 'mmo1d/ops/_ext.py',
             'mmo1d/ops/cuda_env.py', 'mmo1d/ops/cuda_arch.py', 'mmo1d/utils/version_check.py',
-            'tools/train.py', 'tools/test.py'} <= names
+            'tools/train.py', 'tools/test.py', 'demo/image_demo.py', 'demo/demo.jpg', 'docs/deployment.md'} <= names
 
 
 def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_path):

@@ -13,7 +13,13 @@ from mmpretrain.models.backbones import ConvNeXt
 from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 
 from mmo1d.models import OrientedConvNeXt
-from mmo1d.models.convert import convert_state_dict, rename_keys, select_state_dict
+from mmo1d.models.convert import (
+    SourceLayoutError,
+    convert_state_dict,
+    detect_source_format,
+    rename_keys,
+    select_state_dict,
+)
 
 TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'model_converters' / 'convert_checkpoint.py'
 _spec = importlib.util.spec_from_file_location('convert_checkpoint', TOOL)
@@ -160,8 +166,6 @@ def test_convnext_into_2dpp_keeps_new_branch(fmt):
 
 def test_conversion_errors():
     sd = _official_sources().state_dict()
-    with pytest.raises(KeyError, match=r"not in the 'timm' ConvNeXt layout: \['backbone.downsample"):
-        rename_keys(sd, 'timm')
     with pytest.raises(ValueError, match="converts into '2d' or '2dpp', not '1d'"):
         convert_state_dict(sd, 'mmpretrain', variant='1d')
     broken = dict(sd)
@@ -193,3 +197,41 @@ def test_mmpretrain_convnext_tiny_into_2d_tiny():
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         torch.testing.assert_close(ours(x)[0], ref(x)[0], atol=1e-5, rtol=1e-4)
+
+
+def test_source_format_told_from_the_keys():
+    sd = _official_sources().state_dict()
+    assert detect_source_format(sd) == 'mmpretrain'
+    assert detect_source_format(_timm_layout(sd)) == 'timm'
+    assert detect_source_format({f'module.{k}': v for k, v in _authors_layout(sd, False).items()}) == 'official'
+    backbone = dict(type='mmo1d.OrientedConvNeXt', arch=ARCH, variant='1dpp', kernel_sizes=((5, 9), ) * 4)
+    assert detect_source_format(_authors_layout(_mmpretrain_classifier(backbone).state_dict(), True)) == 'oriented1d'
+    with pytest.raises(SourceLayoutError, match=r"none of the source layouts .*: 1 of \d+ keys are not in the "
+                       r"closest one, 'mmpretrain', e.g. extra.weight$"):
+        detect_source_format({**sd, 'extra.weight': torch.zeros(1)})
+
+
+def test_wrong_source_format_names_the_layout_of_the_keys():
+    sd = _official_sources().state_dict()
+    with pytest.raises(SourceLayoutError) as error:
+        rename_keys(sd, 'timm')
+    message = str(error.value)
+    assert re.fullmatch(r"\d+ of \d+ keys are not in the 'timm' ConvNeXt layout, e.g. backbone\.\S+, backbone\.\S+, "
+                        r"backbone\.\S+, \.\.\.; the keys follow the 'mmpretrain' layout", message), message
+    with pytest.raises(SourceLayoutError, match=r"the keys follow the 'oriented1d' / 'official' layout$"):
+        rename_keys(_authors_layout(sd, False), 'mmpretrain')
+
+
+def test_tool_tells_the_layout_or_refuses_a_wrong_one(tmp_path, capsys):
+    sd = _official_sources().state_dict()
+    path = tmp_path / 'timm.pth'
+    torch.save({'state_dict': _timm_layout(sd)}, path)
+    out = tmp_path / 'cls.pth'
+    convert_tool.main([str(path), '--classifier-out', str(out)])
+    assert "source format 'timm' (told from the keys)" in capsys.readouterr().out
+    assert torch.load(out)['meta']['source_format'] == 'timm'
+    with pytest.raises(SystemExit) as error:
+        convert_tool.main([str(path), '--src-format', 'mmpretrain', '--classifier-out', str(out)])
+    message = str(error.value)
+    assert message.startswith(f'error: {path}: ') and "the keys follow the 'timm' layout" in message
+    assert len(message) < 400, message

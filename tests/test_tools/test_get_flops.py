@@ -20,10 +20,12 @@ _spec.loader.exec_module(get_flops)
 DUMMY_ROIS = get_flops.DUMMY_MASK_ROIS
 
 
-def test_segmentor_flops_are_get_model_complexity_info(tmp_path: Path) -> None:
+def test_segmentor_flops_are_get_model_complexity_info(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / 'flops.jsonl'
     result = get_flops.main([str(SEG_CFG), '--shape', '128', '192', '--json', str(out)])
     assert json.loads(out.read_text()) == result and result['input'] == [1, 3, 128, 192]
+    printed = capsys.readouterr().out
+    assert f"Flops: {result['flops'] / 1e9:.1f}G\nParams: {result['params'] / 1e6:.2f}M\n" in printed
     with DefaultScope.overwrite_default_scope('mmseg'):
         from mmseg.registry import MODELS
 
@@ -56,3 +58,16 @@ def test_other_toolboxes_are_named(tmp_path: Path) -> None:
         get_flops.main([str(config), '--shape', '224', '224'])
     with pytest.raises(FileNotFoundError, match='config file not found'):
         get_flops.main([str(tmp_path / 'missing.py'), '--shape', '224', '224'])
+
+
+def test_printed_in_the_units_of_the_readme_tables() -> None:
+    """The committed counts, formatted as the tool prints them, are the cells of the FLOPs table."""
+    assert get_flops.format_flops(939840817152) == '939.8G' and get_flops.format_flops(2171603696640) == '2171.6G'
+    assert get_flops.format_params(59150454) == '59.15M'
+    rows = json.loads((REPO / 'benchmarks' / 'results' / 'flops_downstream_tiny_cpu.json').read_text())['rows']
+    table = (REPO / 'docs' / 'inference.md').read_text()
+    for row in rows:
+        cells = [get_flops.format_flops(row['flops']), get_flops.format_params(row['params'])]
+        if 'flops_masks_of_100_rois' in row:
+            cells.append(get_flops.format_flops(row['flops_masks_of_100_rois']))
+        assert all(f' {cell} ' in table for cell in cells), (row['config'], cells)

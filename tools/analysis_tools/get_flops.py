@@ -24,13 +24,22 @@ from typing import Optional, Sequence
 
 import torch
 from mmengine.analysis import FlopAnalyzer, parameter_count
-from mmengine.analysis.print_helper import _format_size
 from mmengine.config import Config, DictAction
 from mmengine.model import revert_sync_batchnorm
 from mmengine.registry import init_default_scope
 
 #: RoIs per image that mmdet 2's ``forward_dummy`` sends through the mask heads.
 DUMMY_MASK_ROIS = 100
+
+
+def format_flops(flops: int) -> str:
+    """FLOPs as the README's tables write them: in G with one decimal, also above 1000G."""
+    return f'{flops / 1e9:.1f}G'
+
+
+def format_params(params: int) -> str:
+    """Parameters as the README's tables write them: in M with two decimals."""
+    return f'{params / 1e6:.2f}M'
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -118,11 +127,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     result = (segmentor_flops if scope == 'mmseg' else detector_flops)(cfg, args.shape)
     result = dict(config=args.config, shape=list(args.shape), **result)
     split_line = '=' * 30
-    print(f"{split_line}\nInput shape: {tuple(result['input'][1:])}\nFlops: {_format_size(result['flops'])}\n"
-          f"Params: {_format_size(result['params'])}")
+    print(f"{split_line}\nInput shape: {tuple(result['input'][1:])}\nFlops: {format_flops(result['flops'])}\n"
+          f"Params: {format_params(result['params'])}")
     if 'flops_masks_of_100_rois' in result:
         print(f"Flops with the mask heads on {DUMMY_MASK_ROIS} of the {result['proposals']} RoIs (mmdet 2's "
-              f"forward_dummy): {_format_size(result['flops_masks_of_100_rois'])}")
+              f"forward_dummy): {format_flops(result['flops_masks_of_100_rois'])}")
     print(split_line)
     if args.json:
         with open(args.json, 'a') as f:

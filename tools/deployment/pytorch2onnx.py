@@ -27,7 +27,14 @@ from mmengine.config import Config, DictAction
 from mmengine.model import revert_sync_batchnorm
 from torch import Tensor, nn
 
-from mmo1d.deployment import export_onnx, max_abs_difference, non_standard_ops, run_onnxruntime
+from mmo1d.deployment import (
+    export_onnx,
+    legacy_export_problem,
+    max_abs_difference,
+    non_standard_ops,
+    record_adaptive_pools,
+    run_onnxruntime,
+)
 
 SCOPES = ('mmpretrain', 'mmseg', 'mmdet')
 
@@ -124,8 +131,11 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
     model, scope = build_model(cfg, args.checkpoint, args.backbone)
     shape = tuple(args.shape) if args.shape else default_shape(cfg, scope)
     x = torch.randn(args.batch_size, 3, *shape)
-    with torch.no_grad():
+    with torch.no_grad(), record_adaptive_pools(model) as pools:
         expected = flatten_outputs(model(x))
+    problem = legacy_export_problem(pools, shape) if args.legacy else None
+    if problem:
+        raise ValueError(f'--legacy: {problem}; without --legacy, the torch.export-based exporter takes any size')
     start = time.perf_counter()
     proto = export_onnx(model, (x, ), args.out, dynamo=not args.legacy, opset_version=args.opset,
                         input_names=['input'])

@@ -1,11 +1,12 @@
 """Convert ImageNet classifier checkpoints into OrientedConvNeXt checkpoints.
 
 Models of "Convolutional Networks with Oriented 1D Kernels" (Kirchmeyer & Deng, ICCV 2023).
-Sources (``--src-format``): the authors' released classifiers (``oriented1d``), official
-facebookresearch ConvNeXt (``official``), mmpretrain ConvNeXt (``mmpretrain``) and timm ConvNeXt
-(``timm``). Outputs: a backbone checkpoint for ``init_cfg=dict(type='Pretrained', checkpoint=...)``
-and / or an mmpretrain ImageClassifier checkpoint (``backbone.*``, ``head.fc.*``; load it with
-``load_from`` or, for a backbone, ``prefix='backbone.'``).
+Sources (``--src-format``, default: the layout the keys follow): the authors' released
+classifiers (``oriented1d``), official facebookresearch ConvNeXt (``official``), mmpretrain ConvNeXt
+(``mmpretrain``) and timm ConvNeXt (``timm``). Outputs: a backbone checkpoint for
+``init_cfg=dict(type='Pretrained', checkpoint=...)`` and / or an mmpretrain ImageClassifier
+checkpoint (``backbone.*``, ``head.fc.*``; load it with ``load_from`` or, for a backbone,
+``prefix='backbone.'``).
 
 Examples::
 
@@ -20,13 +21,21 @@ import os.path as osp
 
 import torch
 
-from mmo1d.models.convert import SOURCE_FORMATS, arch_name, convert_state_dict, select_state_dict
+from mmo1d.models.convert import (
+    SOURCE_FORMATS,
+    SourceLayoutError,
+    arch_name,
+    convert_state_dict,
+    detect_source_format,
+    select_state_dict,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('src', help='source checkpoint (.pth)')
-    parser.add_argument('--src-format', required=True, choices=SOURCE_FORMATS, help='layout of the source')
+    parser.add_argument('--src-format', choices=SOURCE_FORMATS,
+                        help='layout of the source (default: the one its keys follow)')
     parser.add_argument('--variant', choices=('2d', '1d', '1dpp', '2dpp'),
                         help="target variant (default: the source's; a 2D source may target 2dpp)")
     parser.add_argument('--ema', action='store_true',
@@ -60,11 +69,16 @@ def save(state_dict: dict, path: str, meta: dict) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     source = select_state_dict(load_source(args.src), ema=args.ema)
-    result = convert_state_dict(source, args.src_format, args.variant, args.mid_kernel_size)
+    try:
+        src_format = args.src_format or detect_source_format(source)
+        result = convert_state_dict(source, src_format, args.variant, args.mid_kernel_size)
+    except SourceLayoutError as e:
+        raise SystemExit(f'error: {args.src}: {e}') from e
     arch = arch_name(result.arch)
-    meta = dict(source=osp.basename(args.src), source_format=args.src_format, ema=args.ema, arch=arch,
+    meta = dict(source=osp.basename(args.src), source_format=src_format, ema=args.ema, arch=arch,
                 variant=result.variant, kernel_sizes=result.kernel_sizes,
                 stem_kernel_size=result.stem_kernel_size)
+    print(f'source format {src_format!r}' + ('' if args.src_format else ' (told from the keys)'))
     print(f'arch={arch} variant={result.variant!r} kernel_sizes={result.kernel_sizes} '
           f'stem_kernel_size={result.stem_kernel_size}')
     if result.fresh:
