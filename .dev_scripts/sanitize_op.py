@@ -5,14 +5,15 @@ and without bias, each case twice with the same angles (table cache build, then 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py --quick
 
-Prints the path of each call and the set of paths covered; exits non-zero if a call raised.
+Prints the path of each call and the set of paths covered; exits non-zero if a call raised or a path
+of the compiled families (``oriented_dwconv1d_paths``) was not covered.
 """
 import argparse
 import math
 
 import torch
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
+from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_paths
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
 # (N, C, H, W, K, stride, dtype, layout): chosen so that every path appears.
@@ -43,13 +44,13 @@ def run(case, seed: int) -> list:
     if layout == 'channels_last':
         x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
     weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast)
-    paths = [oriented_dwconv1d_path(x, weight, s, p) for p in PASSES]
+    theta = oriented_angles(c, 8, 0.5).cuda()
+    paths = [oriented_dwconv1d_path(x, weight, s, p, theta) for p in PASSES]
     x.requires_grad_()
     weight.requires_grad_()
     # Odd seeds add a bias (its gradient is fused into the weight gradient's reduction).
     bias = torch.randn(c, generator=g).to(**cast).requires_grad_() if seed % 2 else None
     params = [x, weight] + ([bias] if bias is not None else [])
-    theta = oriented_angles(c, 8, 0.5).cuda()
     # Twice with the same angles: the first call builds the cached table structures, the second
     # reads them (with merged weights from this call's weight).
     for _ in range(2):
@@ -69,6 +70,9 @@ def main() -> None:
         seen.update(paths)
         print(case[:6], str(case[6]).replace('torch.', ''), case[7], '->', ', '.join(paths), flush=True)
     print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
+    missing = sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
+    if missing and not args.quick:
+        raise SystemExit(f'paths not covered: {", ".join(missing)}')
 
 
 if __name__ == '__main__':

@@ -113,7 +113,9 @@ TORCH_LIBRARY(mmo1d, m) {
       "Tensor theta, int stride, bool floor_rounding) -> (Tensor, Tensor)");
   // The kernel path a call takes on input's device ("forward", "backward_input" or
   // "backward_weight"): a debugging and testing aid, see mmo1d.ops.oriented_dwconv1d_path.
-  m.def("oriented_dwconv1d_path(Tensor input, Tensor weight, int stride, str direction) -> str");
+  m.def(
+      "oriented_dwconv1d_path(Tensor input, Tensor weight, Tensor theta, int stride, bool floor_rounding, "
+      "str direction) -> str");
 }
 
 namespace {

@@ -106,8 +106,10 @@ at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& 
   return dw.to(weight.scalar_type());
 }
 
-std::string path_cpu(const at::Tensor& input, const at::Tensor& weight, int64_t stride, c10::string_view pass) {
+std::string path_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
+                     bool floor_rounding, c10::string_view pass) {
   check_path_args(input, weight, stride);
+  check_forward_args(input, weight, theta, c10::nullopt, stride);
   TORCH_CHECK(pass == "forward" || pass == "backward_input" || pass == "backward_weight",
               "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or 'backward_weight', got '",
               std::string(pass), "'");

@@ -36,6 +36,29 @@ __device__ __forceinline__ int warp_max(int v) {
   return v;
 }
 
+// Warp 0 of a block over the channels [c0, c0 + CB) (CB <= 32) of the angle tables: their largest
+// point count and halo, into *s_np, *s_ph and *s_pw (read them after a __syncthreads()).
+__device__ __forceinline__ void block_extent(const int* __restrict__ npts, const int2* __restrict__ halo, int c0,
+                                             int CB, int C, int* s_np, int* s_ph, int* s_pw) {
+  if (threadIdx.x >= 32) return;
+  int np = 0, ph = 0, pw = 0;
+  const int c = c0 + static_cast<int>(threadIdx.x);
+  if (static_cast<int>(threadIdx.x) < CB && c < C) {
+    np = npts[c];
+    const int2 hl = halo[c];
+    ph = hl.x;
+    pw = hl.y;
+  }
+  np = warp_max(np);
+  ph = warp_max(ph);
+  pw = warp_max(pw);
+  if (threadIdx.x == 0) {
+    *s_np = np;
+    *s_ph = ph;
+    *s_pw = pw;
+  }
+}
+
 // Exact a / d for 0 <= a < 2^22 through a float reciprocal and one correction step (an integer
 // division by a run-time value costs ~20 instructions; this is on every staged element).
 struct FastDiv {

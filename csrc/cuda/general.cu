@@ -5,7 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "general_kernel.cuh"
-#include "plan.cuh"
+#include "families.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
 
@@ -37,14 +37,16 @@ bool plan_gather_layout(const Problem& p, Pass pass, bool nhwc, Plan* plan) {
     if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
     plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
                                fixed + tile_bytes(g, sizeof(acc_t), true)};
-    plan->path = Path::kGatherNhwc;
+    plan->path = "gather_nhwc";
+    plan->variant = 1;
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
   auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
   if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
   plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, nchw_threads(g), fixed + tile_bytes(g, sizeof(acc_t), false)};
-  plan->path = Path::kGatherNchw;
+  plan->path = "gather_nchw";
+  plan->variant = 0;
   plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
@@ -62,41 +64,30 @@ bool plan_wgrad_layout(const Problem& p, bool nhwc, Plan* plan) {
   plan->parts = g.tiles * chunks;
   plan->launch = LaunchShape{cgroups * g.tiles * chunks, 1, nhwc ? kNhwcThreads : nchw_threads(g),
                              fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
-  plan->path = nhwc ? Path::kWgradNhwc : Path::kWgradNchw;
+  plan->path = nhwc ? "wgrad_nhwc" : "wgrad_nchw";
+  plan->variant = nhwc ? 1 : 0;
   plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
 
-}  // namespace
-
-// Channels_last tensors use the channels_last kernel unless even its smallest tile does not fit
-// in shared memory (float64 with a very long kernel), where the NCHW kernel runs on NCHW copies.
+// The gather with the kernel of the plan's layout (variant 1: channels_last), through NCHW copies
+// where the plan says so.
 template <typename scalar_t>
-bool plan_general_gather(const Problem& p, Pass pass, Plan* plan) {
-  if (p.nhwc && plan_gather_layout<scalar_t>(p, pass, true, plan)) return true;
-  plan->via_nchw = p.nhwc;
-  TORCH_CHECK(plan_gather_layout<scalar_t>(p, pass, false, plan), "oriented_dwconv1d: input ", shape_of(p),
-              " cannot be served on this device: a tile of one output of the general gather needs more shared "
-              "memory than the device allows, or more blocks than its grid allows");
-  return true;
-}
-
-template <typename scalar_t>
-void run_general_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                        const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual) {
+void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual) {
   using acc_t = at::opmath_type<scalar_t>;
   if (plan.via_nchw) {
     at::Tensor out_nchw = at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous));
     Plan direct = plan;
     direct.via_nchw = false;
-    run_general_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, floor_rounding, residual);
+    run_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, floor_rounding, residual);
     out.copy_(out_nchw);
     return;
   }
   const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
   const auto stream = at::cuda::getCurrentCUDAStream();
   const LaunchShape& s = plan.launch;
-  if (plan.path == Path::kGatherNhwc) {
+  if (plan.variant == 1) {
     auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
     prepare_launch(kernel, s, "general channels_last gather");
     kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(),
@@ -110,25 +101,15 @@ void run_general_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
-template <typename scalar_t>
-bool plan_general_wgrad(const Problem& p, Plan* plan) {
-  if (p.nhwc && plan_wgrad_layout<scalar_t>(p, true, plan)) return true;
-  plan->via_nchw = p.nhwc;
-  TORCH_CHECK(plan_wgrad_layout<scalar_t>(p, false, plan), "oriented_dwconv1d: input ", shape_of(p),
-              " cannot be served on this device: a tile of one output of the general weight gradient needs more shared "
-              "memory than the device allows, or more blocks than its grid allows");
-  return true;
-}
-
 // dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
 template <typename scalar_t>
-void run_general_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
-                       const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding) {
+void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
+               const at::Tensor& weight, bool floor_rounding) {
   using acc_t = at::opmath_type<scalar_t>;
   if (plan.via_nchw) {
     Plan direct = plan;
     direct.via_nchw = false;
-    run_general_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, floor_rounding);
+    run_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, floor_rounding);
     return;
   }
   const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, false, false);
@@ -138,7 +119,7 @@ void run_general_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& 
   at::Tensor partial =
       at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
   const int N = static_cast<int>(x.size(0));
-  if (plan.path == Path::kWgradNhwc) {
+  if (plan.variant == 1) {
     auto kernel = wgrad_nhwc_kernel<scalar_t, acc_t>;
     prepare_launch(kernel, s, "general channels_last weight-gradient");
     kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(),
@@ -153,18 +134,35 @@ void run_general_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& 
   launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, 1);
 }
 
-#define MMO1D_INSTANTIATE(T)                                                                                    \
-  template bool plan_general_gather<T>(const Problem&, Pass, Plan*);                                            \
-  template void run_general_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&, \
-                                      const at::Tensor&, bool, bool);                                           \
-  template bool plan_general_wgrad<T>(const Problem&, Plan*);                                                   \
-  template void run_general_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&,            \
-                                     const at::Tensor&, const at::Tensor&, bool);
-MMO1D_INSTANTIATE(double)
-MMO1D_INSTANTIATE(float)
-MMO1D_INSTANTIATE(c10::Half)
-MMO1D_INSTANTIATE(c10::BFloat16)
-#undef MMO1D_INSTANTIATE
+}  // namespace
+
+// Every call. Channels_last tensors use the channels_last kernels unless even their smallest tile
+// does not fit in shared memory (float64 with a very long kernel), where the NCHW kernels run on
+// NCHW copies; a call that not even those serve raises an error naming the shape.
+template <typename scalar_t>
+bool General::plan(const Problem& p, Pass pass, Plan* plan) {
+  const bool wgrad = pass == Pass::kWeightGrad;
+  if (p.nhwc && (wgrad ? plan_wgrad_layout<scalar_t>(p, true, plan) : plan_gather_layout<scalar_t>(p, pass, true, plan))) {
+    return true;
+  }
+  plan->via_nchw = p.nhwc;
+  TORCH_CHECK(wgrad ? plan_wgrad_layout<scalar_t>(p, false, plan) : plan_gather_layout<scalar_t>(p, pass, false, plan),
+              "oriented_dwconv1d: input ", shape_of(p), " cannot be served on this device: a tile of one output of the ",
+              wgrad ? "general weight gradient" : "general gather",
+              " needs more shared memory than the device allows, or more blocks than its grid allows");
+  return true;
+}
+
+template <typename scalar_t>
+void General::run(const Plan& plan, const Args<scalar_t>& a) {
+  if (a.dy != nullptr) {
+    run_wgrad<scalar_t>(plan, a.src, *a.dy, a.out, a.theta, a.weight, a.floor_rounding);
+  } else {
+    run_gather<scalar_t>(plan, a.src, a.out, a.bias, a.theta, a.weight, a.floor_rounding, a.residual);
+  }
+}
+
+MMO1D_INSTANTIATE_FAMILY_F64(General)
 
 }  // namespace cuda
 }  // namespace mmo1d

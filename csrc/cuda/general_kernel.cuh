@@ -193,18 +193,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const bool c_ok = c < g.C;
 
   __shared__ int s_np, s_ph, s_pw;
-  if (threadIdx.x == 0) {
-    int np = 0, ph = 0, pwid = 0;
-    for (int k = 0; k < CB && cg * CB + k < g.C; ++k) {
-      np = max(np, tnpts[cg * CB + k]);
-      const int2 hl = thalo[cg * CB + k];
-      ph = max(ph, hl.x);
-      pwid = max(pwid, hl.y);
-    }
-    s_np = np;
-    s_ph = ph;
-    s_pw = pwid;
-  }
+  block_extent(tnpts, thalo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;

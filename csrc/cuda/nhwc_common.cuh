@@ -138,29 +138,13 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
   }
 }
 
-// Warp 0 of a block over channels [c0, c0 + CB): the largest point count and halo, and per quarter of
+// Warp 0 of a block over channels [c0, c0 + CB): block_extent, and per quarter of
 // V channels whether they share the first one's points (`same`: the tables' same-as-previous flags).
 template <int V>
 __device__ __forceinline__ void block_channel_summary(const int* __restrict__ npts, const int2* __restrict__ halo,
                                                       const int* __restrict__ same, int c0, int CB, int C, int* s_np,
                                                       int* s_ph, int* s_pw, int* s_uniform) {
-  if (threadIdx.x >= 32) return;
-  int np = 0, ph = 0, pw = 0;
-  const int c = c0 + static_cast<int>(threadIdx.x);
-  if (static_cast<int>(threadIdx.x) < CB && c < C) {
-    np = npts[c];
-    const int2 hl = halo[c];
-    ph = hl.x;
-    pw = hl.y;
-  }
-  np = warp_max(np);
-  ph = warp_max(ph);
-  pw = warp_max(pw);
-  if (threadIdx.x == 0) {
-    *s_np = np;
-    *s_ph = ph;
-    *s_pw = pw;
-  }
+  block_extent(npts, halo, c0, CB, C, s_np, s_ph, s_pw);
   if (threadIdx.x < 4) {
     s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return same[c]; }, c0 + threadIdx.x * V, C);
   }

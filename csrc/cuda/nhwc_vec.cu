@@ -4,7 +4,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "nhwc_vec_kernel.cuh"
-#include "plan.cuh"
+#include "families.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
 
@@ -36,18 +36,18 @@ int vec_variant(const FastGeometry& g) {
 
 }  // namespace
 
-// Domain: stride 1, channels_last, float32/float16/bfloat16, any C and K.
+// Domain: the stride-1 gathers, channels_last, float32/float16/bfloat16, any C and K.
 template <typename scalar_t>
-bool plan_vec_gather(const Problem& p, Plan* plan) {
+bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  if (p.stride != 1 || !p.nhwc) return false;
+  if (pass == Pass::kWeightGrad || p.stride != 1 || !p.nhwc) return false;
   FastGeometry g{static_cast<int>(p.C), p.K, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
   const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
   // Both instances have the same static shared memory; the smaller limit of the two bounds the tile.
   const int64_t hard = std::min(max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRSmall)),
                                 max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRLarge)));
   if (!choose_fast_tile(g, kVecStartTile, fixed, kVecGatherBudget, hard, vec_tile_bytes<scalar_t>)) return false;
-  plan->path = Path::kVecNhwc;
+  plan->path = "vec_nhwc";
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g);
   plan->variant = vec_variant(g);
@@ -56,25 +56,25 @@ bool plan_vec_gather(const Problem& p, Plan* plan) {
 }
 
 template <typename scalar_t>
-void run_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign) {
-  const auto t = build_tables<scalar_t, float>(theta, weight, floor_rounding, residual, true);
+void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const at::Tensor &src = a.src, &out = a.out;
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, a.residual, true);
   auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last vector gather");
   const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.off(), t.w(), t.npts(), t.halo(), t.same(), plan.fg,
-      sign, vec_ok, static_cast<int>(plan.tile));
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.off(), t.w(), t.npts(), t.halo(), t.same(),
+      plan.fg, a.sign, vec_ok, static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
 // Domain: channels_last, float32/float16/bfloat16, any C and K; stride 1 (g: the plane of x and
 // dy), or stride 2 (four parity classes; g: dy's plane).
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, Plan* plan) {
+bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  if (!p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
+  if (pass != Pass::kWeightGrad || !p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
   const int classes = p.stride == 1 ? 1 : 4;
   FastGeometry g{static_cast<int>(p.C),
                  p.K,
@@ -94,7 +94,7 @@ bool plan_vec_wgrad(const Problem& p, Plan* plan) {
                             int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
   const int chunks = ceil_div(p.N, plan->chunk);
   plan->parts = g.tiles * chunks;
-  plan->path = classes == 1 ? Path::kVecWgradNhwc : Path::kVecWgradClassesNhwc;
+  plan->path = classes == 1 ? "vec_wgrad_nhwc" : "vec_wgrad_classes_nhwc";
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = vec_variant(g);
@@ -103,10 +103,11 @@ bool plan_vec_wgrad(const Problem& p, Plan* plan) {
 }
 
 template <typename scalar_t>
-void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                   const at::Tensor& weight, bool floor_rounding, at::Tensor* db) {
+void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
+  const at::Tensor &x = a.src, &dy = *a.dy;
+  at::Tensor* db = a.db;
   const int classes = static_cast<int>(plan.launch.grid_y);
-  const auto t = build_tables<scalar_t, float>(theta, weight, floor_rounding, false, false, classes);
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, false, false, classes);
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   at::Tensor bpartial;
@@ -120,21 +121,12 @@ void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, 
       db != nullptr ? bpartial.data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok,
       static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
-  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), dw, g.C, g.K, plan.parts, classes,
+  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), a.out, g.C, g.K, plan.parts, classes,
                                        db != nullptr ? &bpartial : nullptr, db);
 }
 
-#define MMO1D_INSTANTIATE(T)                                                                                        \
-  template bool plan_vec_gather<T>(const Problem&, Plan*);                                                          \
-  template void run_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&,         \
-                                  const at::Tensor&, bool, bool, int);                                              \
-  template bool plan_vec_wgrad<T>(const Problem&, Plan*);                                                           \
-  template void run_vec_wgrad<T>(const Plan&, const at::Tensor&, const at::Tensor&, at::Tensor&, const at::Tensor&, \
-                                 const at::Tensor&, bool, at::Tensor*);
-MMO1D_INSTANTIATE(float)
-MMO1D_INSTANTIATE(c10::Half)
-MMO1D_INSTANTIATE(c10::BFloat16)
-#undef MMO1D_INSTANTIATE
+MMO1D_INSTANTIATE_FAMILY(VecGather)
+MMO1D_INSTANTIATE_FAMILY(VecWgrad)
 
 }  // namespace cuda
 }  // namespace mmo1d

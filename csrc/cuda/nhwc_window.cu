@@ -4,7 +4,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "nhwc_window_kernel.cuh"
-#include "plan.cuh"
+#include "families.cuh"
 #include "tiling.cuh"
 
 namespace mmo1d {
@@ -24,9 +24,9 @@ auto win_kernel(int classes) {
 // gradient: the source plane is the output plane) or the stride-2 input gradient (source dy,
 // output dx, per parity class).
 template <typename scalar_t>
-bool plan_win_gather(const Problem& p, Pass pass, Plan* plan) {
+bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  if (!p.nhwc || !p.aligned || p.C % CB != 0) return false;
+  if (pass == Pass::kWeightGrad || !p.nhwc || !p.aligned || p.C % CB != 0) return false;
   const bool classes4 = p.stride == 2 && pass == Pass::kInputGrad;
   if (p.stride != 1 && !classes4) return false;
   const int classes = classes4 ? 4 : 1;
@@ -49,7 +49,7 @@ bool plan_win_gather(const Problem& p, Pass pass, Plan* plan) {
   }
   plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   win_region(g, p.N * (g.C / CB) * classes);
-  plan->path = classes == 1 ? Path::kWinNhwc : Path::kWinClassesNhwc;
+  plan->path = classes == 1 ? "win_nhwc" : "win_classes_nhwc";
   plan->fg = g;
   plan->variant = classes;
   plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
@@ -57,26 +57,20 @@ bool plan_win_gather(const Problem& p, Pass pass, Plan* plan) {
 }
 
 template <typename scalar_t>
-void run_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign) {
-  const auto t = build_segments<scalar_t>(theta, weight, floor_rounding, residual, sign, plan.variant);
+void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const at::Tensor& src = a.src;
+  at::Tensor& out = a.out;
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.variant);
   auto kernel = win_kernel<scalar_t>(plan.variant);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
       static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MMO1D_INSTANTIATE(T)                                                                                \
-  template bool plan_win_gather<T>(const Problem&, Pass, Plan*);                                            \
-  template void run_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&, \
-                                  const at::Tensor&, bool, bool, int);
-MMO1D_INSTANTIATE(float)
-MMO1D_INSTANTIATE(c10::Half)
-MMO1D_INSTANTIATE(c10::BFloat16)
-#undef MMO1D_INSTANTIATE
+MMO1D_INSTANTIATE_FAMILY(WinGather)
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "nhwc_common.cuh"
+#include "window_walk.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -41,51 +42,41 @@ __device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const f
 }
 
 // acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
-// pixel i start at Sc + 32 * i.
-// One point of a segment: point l0 + i, whose new window value goes to v[(i + R - 1) % R].
-template <typename scalar_t, int R, int NV>
-__device__ __forceinline__ void segment_point(const unsigned char*& sp, int bstep, int i, const float* __restrict__ wl_p,
-                                              float (&v)[R][NV], float (&acc)[R][NV]) {
-  load_channels<scalar_t, NV>(sp, v[(i + R - 1) % R]);
-  sp += bstep;
-  float wl[NV];
-  load_floats<NV>(wl_p, wl);
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(i + r) % R][k];
-  }
-}
-
-// The L points of one segment. SPLIT: whole groups of R points without a test per point (the
-// window's register rotation is then known at compile time), then the last L % R points; else a
-// test per point, which takes fewer registers (the stride-2 forward, whose tasks also add into an
-// fp32 tile, keeps it: it stays free of spills).
+// pixel i start at Sc + 32 * i. SPLIT: see walk_segment (the stride-2 forward, whose tasks also add
+// into an fp32 tile, takes the test per point: it stays free of spills).
 template <typename scalar_t, int R, int NV, bool SPLIT>
 __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
                                                const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
   float v[R][NV];
+  walk_segment<R, SPLIT>(
+      Sc + a * 32, ustep * 32, L, v,
+      [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
+      [&](int l, auto i) {
+        constexpr int I = decltype(i)::value;
+        float wl[NV];
+        load_floats<NV>(w + l * wstride, wl);
 #pragma unroll
-  for (int k = 0; k < R - 1; ++k) load_channels<scalar_t, NV>(Sc + (a + k * ustep) * 32, v[k]);
-  const unsigned char* sp = Sc + (a + (R - 1) * ustep) * 32;
-  const int bstep = ustep * 32;
-  if constexpr (SPLIT) {
-    int l0 = 0;
-    for (; l0 + R <= L; l0 += R) {
+        for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int i = 0; i < R; ++i) segment_point<scalar_t, R, NV>(sp, bstep, i, w + (l0 + i) * wstride, v, acc);
+          for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(I + r) % R][k];
+        }
+      });
+}
+
+// The segment tables of a block's CB channels [c0, c0 + CB) in shared memory: sseg[channel][s] =
+// {offset of the segment's first point in a staged tile of this pitch, L, first weight} for the
+// nseg[channel] segments of each channel, and sw[point][channel] the weights.
+template <int CB>
+__device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, float* __restrict__ sw,
+                                                     const int4* __restrict__ segs, const float* __restrict__ segw,
+                                                     const int* nseg, int c0, int K, int pitch) {
+  for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
+    const int k = e / K, s = e - k * K;
+    if (s < nseg[k]) {
+      const int4 sg = segs[int64_t(c0 + k) * K + s];
+      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
     }
-#pragma unroll
-    for (int i = 0; i < R - 1; ++i) {
-      if (l0 + i < L) segment_point<scalar_t, R, NV>(sp, bstep, i, w + (l0 + i) * wstride, v, acc);
-    }
-  } else {
-    for (int l0 = 0; l0 < L; l0 += R) {
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        if (l0 + i < L) segment_point<scalar_t, R, NV>(sp, bstep, i, w + (l0 + i) * wstride, v, acc);
-      }
-    }
+    sw[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
 
@@ -268,14 +259,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
   scalar_t* S =
       reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
-  for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
-    const int k = e / g.K, s = e - k * g.K;
-    if (s < s_nseg[k]) {
-      const int4 sg = segs[int64_t(c0 + k) * g.K + s];
-      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
-    }
-    sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
-  }
+  stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll

@@ -39,16 +39,35 @@ namespace cuda {
 
 namespace {
 
-void check_cuda_tensor(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.is_cuda(), "oriented_dwconv1d (CUDA kernel): ", name, " is on ", t.device());
-}
-
 bool aligned16(const at::Tensor& t) {
   return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
 }
 
+// What every entry point does first: the arguments' checks (grad_output when given), a device
+// guard, and the layout the kernels compute in.
+struct Entry {
+  c10::cuda::CUDAGuard guard;
+  at::MemoryFormat fmt;
+  Entry(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+        const c10::optional<at::Tensor>& bias, int64_t stride, const at::Tensor* grad_output)
+      : guard(check(input, weight, theta, bias, stride, grad_output)), fmt(output_memory_format(input)) {}
+
+  static c10::Device check(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                           const c10::optional<at::Tensor>& bias, int64_t stride, const at::Tensor* grad_output) {
+    check_forward_args(input, weight, theta, bias, stride);
+    TORCH_CHECK(input.is_cuda(), "oriented_dwconv1d (CUDA kernel): input is on ", input.device());
+    if (grad_output != nullptr) {
+      TORCH_CHECK(grad_output->is_cuda(), "oriented_dwconv1d (CUDA kernel): grad_output is on ",
+                  grad_output->device());
+      check_grad_output(*grad_output, input, stride);
+    }
+    return input.device();
+  }
+};
+
 // The call's problem: x (N, C, H, W) in its layout, whose sizes the kernels index with int.
-Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::MemoryFormat fmt, bool aligned) {
+Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::MemoryFormat fmt, bool aligned,
+                     const at::Tensor& theta, bool floor_rounding) {
   const int64_t limit = INT_MAX / 4;
   TORCH_CHECK(x.size(1) <= limit && x.size(2) <= limit && x.size(3) <= limit && K <= limit && stride <= limit,
               "oriented_dwconv1d: input ", shape_str(x), " with K=", std::to_string(K), " and stride ",
@@ -62,74 +81,73 @@ Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::MemoryF
                  static_cast<int>(stride),
                  fmt == at::MemoryFormat::ChannelsLast,
                  aligned,
-                 static_cast<int64_t>(x.nbytes())};
+                 static_cast<int64_t>(x.nbytes()),
+                 &theta,
+                 floor_rounding};
+}
+
+// Plans and runs one pass in the input's dtype; make_args(bias pointer) gives the call's Args.
+template <typename MakeArgs>
+void plan_and_run(const Problem& p, Pass pass, at::ScalarType dtype, const c10::optional<at::Tensor>& bias,
+                  MakeArgs make_args) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "oriented_dwconv1d_cuda", [&] {
+    const scalar_t* bp = bias.has_value() && bias->defined() ? bias->data_ptr<scalar_t>() : nullptr;
+    const Plan plan = plan_call<scalar_t>(p, pass);
+    run_call<scalar_t>(plan, make_args(bp));
+  });
 }
 
 at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
-  check_forward_args(input, weight, theta, bias, stride);
-  check_cuda_tensor(input, "input");
-  const c10::cuda::CUDAGuard guard(input.device());
-  const auto fmt = output_memory_format(input);
+  const Entry e(input, weight, theta, bias, stride, nullptr);
   at::Tensor out =
       at::empty({input.size(0), input.size(1), out_size(input.size(2), stride), out_size(input.size(3), stride)},
-                input.options().memory_format(fmt));
+                input.options().memory_format(e.fmt));
   if (out.numel() == 0) return out;
-  const at::Tensor x = input.contiguous(fmt);
-  const bool has_bias = bias.has_value() && bias->defined();
-  const at::Tensor b = has_bias ? bias->contiguous() : at::Tensor();
-  const Problem p = make_problem(x, weight.size(1), stride, fmt, aligned16(x) && aligned16(out));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_cuda", [&] {
-    const scalar_t* bp = has_bias ? b.data_ptr<scalar_t>() : nullptr;
-    const Plan plan = plan_call<scalar_t>(p, Pass::kForward);
-    run_gather<scalar_t>(plan, x, out, bp, theta, weight, floor_rounding, residual, 1);
+  const at::Tensor x = input.contiguous(e.fmt);
+  const c10::optional<at::Tensor> b =
+      bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, floor_rounding);
+  plan_and_run(p, Pass::kForward, input.scalar_type(), b, [&](auto bp) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
+    return Args<T>{x, out, theta, weight, bp, 1, floor_rounding, residual};
   });
   return out;
 }
 
 at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
                                const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
-  check_forward_args(input, weight, theta, c10::nullopt, stride);
-  check_cuda_tensor(input, "input");
-  check_cuda_tensor(grad_output, "grad_output");
-  check_grad_output(grad_output, input, stride);
-  const c10::cuda::CUDAGuard guard(input.device());
-  const auto fmt = output_memory_format(input);
-  at::Tensor dx = at::empty(input.sizes(), input.options().memory_format(fmt));
+  const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
+  at::Tensor dx = at::empty(input.sizes(), input.options().memory_format(e.fmt));
   if (dx.numel() == 0) return dx;
-  const at::Tensor dy = grad_output.contiguous(fmt);
-  const Problem p = make_problem(dx, weight.size(1), stride, fmt, aligned16(dy) && aligned16(dx));
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_backward_input_cuda", [&] {
-        const Plan plan = plan_call<scalar_t>(p, Pass::kInputGrad);
-        run_gather<scalar_t>(plan, dy, dx, nullptr, theta, weight, floor_rounding, residual, -1);
-      });
+  const at::Tensor dy = grad_output.contiguous(e.fmt);
+  const Problem p =
+      make_problem(dx, weight.size(1), stride, e.fmt, aligned16(dy) && aligned16(dx), theta, floor_rounding);
+  plan_and_run(p, Pass::kInputGrad, input.scalar_type(), c10::nullopt, [&](auto bp) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
+    return Args<T>{dy, dx, theta, weight, nullptr, -1, floor_rounding, residual};
+  });
   return dx;
 }
 
 // The weight gradient and, with db, the bias gradient (C values in input's dtype).
 at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
                        const at::Tensor& theta, int64_t stride, bool floor_rounding, at::Tensor* db) {
-  check_forward_args(input, weight, theta, c10::nullopt, stride);
-  check_cuda_tensor(input, "input");
-  check_cuda_tensor(grad_output, "grad_output");
-  check_grad_output(grad_output, input, stride);
-  const c10::cuda::CUDAGuard guard(input.device());
+  const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   if (db != nullptr) *db = at::empty({input.size(1)}, input.options());
   if (input.numel() == 0) {
     if (db != nullptr) db->zero_();
     return dw.zero_();
   }
-  const auto fmt = output_memory_format(input);
-  const at::Tensor x = input.contiguous(fmt);
-  const at::Tensor dy = grad_output.contiguous(fmt);
-  const Problem p = make_problem(x, weight.size(1), stride, fmt, aligned16(x) && aligned16(dy));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(),
-                                  "oriented_dwconv1d_backward_weight_cuda", [&] {
-                                    const Plan plan = plan_call<scalar_t>(p, Pass::kWeightGrad);
-                                    run_wgrad<scalar_t>(plan, x, dy, dw, theta, weight, floor_rounding, db);
-                                  });
+  const at::Tensor x = input.contiguous(e.fmt);
+  const at::Tensor dy = grad_output.contiguous(e.fmt);
+  const Problem p =
+      make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(dy), theta, floor_rounding);
+  plan_and_run(p, Pass::kWeightGrad, input.scalar_type(), c10::nullopt, [&](auto bp) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
+    return Args<T>{x, dw, theta, weight, nullptr, 1, floor_rounding, false, &dy, db};
+  });
   return dw;
 }
 
@@ -146,13 +164,13 @@ std::tuple<at::Tensor, at::Tensor> backward_weight_bias_cuda(const at::Tensor& g
   return {dw, db};
 }
 
-// The path a call with this input, weight, stride and pass takes ("forward", "backward_input" or
-// "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken to be aligned as
-// the input is.
-std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, int64_t stride, c10::string_view pass) {
+// The path a call with this input, weight, angles, stride and rounding takes in a pass ("forward",
+// "backward_input" or "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken
+// to be aligned as the input is.
+std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
+                      bool floor_rounding, c10::string_view pass) {
   check_path_args(input, weight, stride);
-  check_cuda_tensor(input, "input");
-  const c10::cuda::CUDAGuard guard(input.device());
+  const Entry e(input, weight, theta, c10::nullopt, stride, nullptr);
   const std::string which(pass);
   Pass ps;
   if (which == "forward") {
@@ -164,15 +182,18 @@ std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, int64_t
                 "'backward_weight', got '", which, "'");
     ps = Pass::kWeightGrad;
   }
-  const auto fmt = output_memory_format(input);
-  const at::Tensor x = input.contiguous(fmt);
-  const Problem p = make_problem(x, weight.size(1), stride, fmt, aligned16(x));
+  const at::Tensor x = input.contiguous(e.fmt);
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x), theta, floor_rounding);
   std::string name;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_path_cuda", [&] {
     const Plan plan = plan_call<scalar_t>(p, ps);
-    name = std::string(path_name(plan.path)) + (plan.via_nchw ? "+nchw_copies" : "");
+    name = std::string(plan.path) + (plan.via_nchw ? "+nchw_copies" : "");
   });
   return name;
+}
+
+std::vector<std::string> paths_cuda() {
+  return path_names();
 }
 
 }  // namespace
@@ -182,6 +203,7 @@ std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, int64_t
 // The table-structure cache (table_cache.cuh): its size, and emptying it (needed only after angles
 // were changed in a way that bypasses the tensor's version counter, e.g. through .data).
 TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
+  m.def("oriented_dwconv1d_cuda_paths() -> str[]", &cuda::paths_cuda);
   m.def("table_cache_size() -> int", &cuda::table_cache_size);
   m.def("clear_table_cache() -> ()", &cuda::clear_table_cache);
 }

@@ -1,12 +1,23 @@
-// The kernel paths of the CUDA op, the problem a call poses and the launch plan of the path that
-// serves it. Each family (general.cu, nchw_fast.cu, nhwc_vec.cu, nhwc_window.cu, stride2.cu) plans
-// on the host alone -- its domain (dtype, layout, stride, K, channel alignment) and the current
-// device's limits for its kernels -- and runs a plan; dispatch.cu picks the path.
+// Kernel families of the CUDA op: the problem a call poses, the arguments it runs with, and the
+// launch plan of the family that serves it.
+//
+// A family is a struct declared with MMO1D_FAMILY (families.cuh): the path names its plans carry,
+// whether it takes float64, whether its weight-gradient kernels also sum the bias gradient, and
+//   template <typename T> static bool plan(const Problem&, Pass, Plan*);   // false: not its call
+//   template <typename T> static void run(const Plan&, const Args<T>&);
+// Its plan states its whole domain (pass, dtype, layout, stride, K, channel alignment, angles) and
+// checks its launch against the current device's limits; its launcher (one .cu file) defines both
+// and instantiates them with MMO1D_INSTANTIATE_FAMILY. dispatch.cu runs the first family of the
+// list in families.cuh whose plan succeeds.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+#include <type_traits>
 
 #include "geometry.cuh"
 #include "launch.cuh"
@@ -16,103 +27,84 @@ namespace cuda {
 
 enum class Pass { kForward, kInputGrad, kWeightGrad };
 
-enum class Path {
-  kGatherNchw,           // general gather, NCHW (also for channels_last tensors through NCHW copies)
-  kGatherNhwc,           // general gather, channels_last
-  kSegNchw,              // NCHW fast path, stride 1
-  kVecNhwc,              // channels_last vector path, stride 1
-  kWinNhwc,              // channels_last window path, stride 1
-  kWinClassesNhwc,       // channels_last window path, stride-2 input gradient per parity class
-  kS2Nhwc,               // channels_last polyphase stride-2 forward
-  kWgradNchw,            // general weight gradient, NCHW (also through NCHW copies)
-  kWgradNhwc,            // general weight gradient, channels_last
-  kSegWgradNchw,         // NCHW fast-path weight gradient, stride 1
-  kVecWgradNhwc,         // channels_last weight gradient, stride 1
-  kVecWgradClassesNhwc,  // channels_last weight gradient, stride 2 per parity class
-};
-
-const char* path_name(Path path);
-
-// A call: the input x (N, C, H, W), K, the stride, the layout and whether every tensor the
-// kernels stream is 16-byte aligned.
+// A call: the input x (N, C, H, W), K, the stride, the layout, whether every tensor the kernels
+// stream is 16-byte aligned, and the angles (theta on the device, float; their rounding).
 struct Problem {
   int64_t N, C, H, W;
   int K, stride;
   bool nhwc, aligned;
   int64_t x_bytes;
+  const at::Tensor* theta;
+  bool floor_rounding;
 };
 
 struct Plan {
-  Path path = Path::kGatherNchw;
-  GatherGeometry gg{};  // general paths
-  FastGeometry fg{};    // fast paths
+  int family = -1;           // index in the family list (families.cuh)
+  const char* path = "";     // the path name, one of the family's
+  GatherGeometry gg{};       // general paths
+  FastGeometry fg{};         // fast paths
   LaunchShape launch;
   int64_t tile = 0;          // bytes of the staged tile (kernels that size their sub-tiles from it)
-  int variant = 0;           // kernel instance (outputs per thread, parity classes)
+  int variant = 0;           // kernel instance (outputs per thread, parity classes, layout)
   bool via_nchw = false;     // channels_last tensors through NCHW copies
   int chunk = 0, parts = 0;  // weight gradients: images per block, partial sums per channel
 };
 
-// ---- Families: plan (false: outside the family's domain or the device's limits) and run ----
-// Gathers: forward (src = x, sign +1) and input gradient (src = dy, sign -1).
+// The tensors and options of one call. Gathers (forward and input gradient): out = the gather of
+// src (x, sign +1, with bias; or dy, sign -1). Weight gradients: out = dw from x = src and dy, and
+// db (C values, when not null) the bias gradient.
 template <typename scalar_t>
-bool plan_general_gather(const Problem& p, Pass pass, Plan* plan);
-template <typename scalar_t>
-void run_general_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                        const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual);
-template <typename scalar_t>
-bool plan_general_wgrad(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_general_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw,
-                       const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding);
+struct Args {
+  const at::Tensor& src;
+  at::Tensor& out;
+  const at::Tensor& theta;
+  const at::Tensor& weight;
+  const scalar_t* bias = nullptr;
+  int sign = 1;
+  bool floor_rounding = false, residual = false;
+  const at::Tensor* dy = nullptr;
+  at::Tensor* db = nullptr;
+};
 
-template <typename scalar_t>
-bool plan_seg_gather(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign);
-template <typename scalar_t>
-bool plan_seg_wgrad(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_seg_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                   const at::Tensor& weight, bool floor_rounding);
+#define MMO1D_FAMILY(Name, float64, fused_bias_grad, ...)                       \
+  struct Name {                                                                 \
+    static constexpr bool kFloat64 = float64;                                   \
+    static constexpr bool kFusedBiasGrad = fused_bias_grad;                     \
+    static constexpr const char* kPaths[] = {__VA_ARGS__};                       \
+    template <typename T>                                                       \
+    static bool plan(const Problem& p, Pass pass, Plan* plan);                  \
+    template <typename T>                                                       \
+    static void run(const Plan& plan, const Args<T>& a);                        \
+  };
 
-template <typename scalar_t>
-bool plan_vec_gather(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign);
-template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_vec_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-                   const at::Tensor& weight, bool floor_rounding, at::Tensor* db);
+// A family's plan and run for one dtype, and for every dtype the family takes.
+#define MMO1D_INSTANTIATE_FAMILY_T(Family, T)                          \
+  template bool Family::plan<T>(const Problem&, Pass, Plan*); \
+  template void Family::run<T>(const Plan&, const Args<T>&);
+#define MMO1D_INSTANTIATE_FAMILY(Family)                                                   \
+  static_assert(!Family::kFloat64, #Family " takes float64: use MMO1D_INSTANTIATE_FAMILY_F64"); \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, float)                                                \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half)                                            \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::BFloat16)
+#define MMO1D_INSTANTIATE_FAMILY_F64(Family) \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, double) \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, float)  \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half) \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::BFloat16)
 
-template <typename scalar_t>
-bool plan_win_gather(const Problem& p, Pass pass, Plan* plan);
-template <typename scalar_t>
-void run_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                    const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual, int sign);
-
-template <typename scalar_t>
-bool plan_s2_gather(const Problem& p, Plan* plan);
-template <typename scalar_t>
-void run_s2_gather(const Plan& plan, const at::Tensor& x, at::Tensor& out, const scalar_t* bias,
-                   const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual);
-
-// ---- The dispatcher (dispatch.cu): the first path, in order of speed, whose plan succeeds ----
+// ---- The dispatcher (dispatch.cu) ----
+// The plan of the first family, in the list's order, whose plan succeeds (the general family, last,
+// serves every call or raises an error that names the shape and the limit).
 template <typename scalar_t>
 Plan plan_call(const Problem& p, Pass pass);
 
-// Runs a plan of plan_call: a gather (forward: src = x, sign +1; input gradient: src = dy, sign
-// -1) or a weight gradient; with db (C values, dw's dtype) also the bias gradient, the sum of dy over
-// N, H and W (summed inside the channels_last weight-gradient kernels, by ATen for the other paths).
+// Runs a plan of plan_call; with a.db, also the bias gradient (by ATen where the family's kernels
+// do not sum it).
 template <typename scalar_t>
-void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
-                const at::Tensor& weight, bool floor_rounding, bool residual, int sign);
-template <typename scalar_t>
-void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-               const at::Tensor& weight, bool floor_rounding, at::Tensor* db = nullptr);
+void run_call(const Plan& plan, const Args<scalar_t>& a);
+
+// Every path name of every family, in the list's order.
+std::vector<std::string> path_names();
 
 // Whether C and the data pointers suit the 32-bytes-of-channels vector loads.
 template <typename scalar_t>

@@ -2,7 +2,7 @@
 // multiple of the channel block, 16-byte aligned tensors).
 #include <ATen/cuda/CUDAContext.h>
 
-#include "plan.cuh"
+#include "families.cuh"
 #include "stride2_kernel.cuh"
 #include "tiling.cuh"
 
@@ -11,10 +11,11 @@ namespace cuda {
 
 // The staged tile is sized for the largest halved halo on both axes (a block's channels may have
 // different angles); false when not even R x R outputs fit.
+// Domain: the forward at stride 2, channels_last, C a multiple of the channel block, aligned.
 template <typename scalar_t>
-bool plan_s2_gather(const Problem& p, Plan* plan) {
+bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
-  if (!p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
+  if (pass != Pass::kForward || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
   FastGeometry g{static_cast<int>(p.C),
                  p.K,
                  static_cast<int>(out_size(p.H, 2)),
@@ -26,7 +27,7 @@ bool plan_s2_gather(const Problem& p, Plan* plan) {
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
-  plan->path = Path::kS2Nhwc;
+  plan->path = "s2_nhwc";
   plan->fg = g;
   plan->launch =
       LaunchShape{p.N * g.tiles * (g.C / CB), 1, kFastThreads, fixed + s2_tile_bytes<scalar_t>(g.TH, g.TW, g.K)};
@@ -34,27 +35,21 @@ bool plan_s2_gather(const Problem& p, Plan* plan) {
 }
 
 template <typename scalar_t>
-void run_s2_gather(const Plan& plan, const at::Tensor& x, at::Tensor& out, const scalar_t* bias,
-                   const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual) {
+void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const at::Tensor& src = a.src;
+  at::Tensor& out = a.out;
   constexpr int R = WinTraits<scalar_t>::kR;
-  const auto t = build_segments<scalar_t>(theta, weight, floor_rounding, residual, 1, 4);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, 1, 4);
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "stride-2 channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
-      static_cast<int>(x.size(2)), static_cast<int>(x.size(3)));
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
+      static_cast<int>(src.size(2)), static_cast<int>(src.size(3)));
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
-#define MMO1D_INSTANTIATE(T)                                                                               \
-  template bool plan_s2_gather<T>(const Problem&, Plan*);                                                  \
-  template void run_s2_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const at::Tensor&, \
-                                 const at::Tensor&, bool, bool);
-MMO1D_INSTANTIATE(float)
-MMO1D_INSTANTIATE(c10::Half)
-MMO1D_INSTANTIATE(c10::BFloat16)
-#undef MMO1D_INSTANTIATE
+MMO1D_INSTANTIATE_FAMILY(S2Gather)
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -76,14 +76,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     if (!any) continue;  // no tap of the block's channels has these parities
     const int64_t base = int64_t(cls) * g.C;
     __syncthreads();  // the previous class's reads of S and the tables are done
-    for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
-      const int k = e / g.K, sg = e - k * g.K;
-      if (sg < s_nseg[cls][k]) {
-        const int4 v = segs[(base + c0 + k) * g.K + sg];
-        sseg[e] = make_int4(v.x * pitch + v.y, v.z, v.w, 0);
-      }
-      sw[sg * CB + k] = segw[(base + c0 + k) * g.K + sg];
-    }
+    stage_segment_tables<CB>(sseg, sw, segs + base * g.K, segw + base * g.K, s_nseg[cls], c0, g.K, pitch);
     const int Hs = (Hx - a + 1) / 2, Ws = (Wx - b + 1) / 2;  // phase plane x[a::2, b::2]
     stage_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (R - 1),
                               seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw), true, pitch, 2 * int64_t(Wx), 2);

@@ -31,17 +31,11 @@ from torch import Tensor
 from torch._decomp import register_decomposition
 
 from .oriented_dwconv1d import _memory_format
+from .reference import tap_offsets
 
 #: Lowest ONNX opset of the TorchScript symbolics (``LayerNormalization``, ``ScatterElements``
 #: with ``reduction='add'``).
 MIN_OPSET = 17
-
-
-def _round(v: Tensor, floor_rounding: bool) -> Tensor:
-    # torch.trunc has no ONNX operator; this is trunc for finite values.
-    if floor_rounding:
-        return torch.floor(v)
-    return torch.where(v < 0, torch.ceil(v), torch.floor(v))
 
 
 def oriented_dense_kernel(weight: Tensor,
@@ -62,15 +56,8 @@ def oriented_dense_kernel(weight: Tensor,
     """
     channels, k = weight.shape
     pad = k // 2
-    angle = theta.to(torch.float32).to(torch.float64)
-    # A NaN or infinite angle has no direction (sine = cosine = 0), as in the kernels.
-    finite = torch.isfinite(angle)
-    sin = torch.where(finite, angle.sin(), torch.zeros_like(angle)).to(torch.float32)
-    cos = torch.where(finite, angle.cos(), torch.zeros_like(angle)).to(torch.float32)
-    d = torch.arange(k, dtype=torch.float32, device=weight.device) - pad
-    dh = _round(-d[None, :] * sin[:, None], floor_rounding)
-    dw = _round(d[None, :] * cos[:, None], floor_rounding)
-    index = ((dh + pad) * k + (dw + pad)).to(torch.int64)  # (C, K) into the flattened KxK window
+    dh, dw = tap_offsets(theta, k, 'floor' if floor_rounding else 'trunc')
+    index = (dh + pad) * k + (dw + pad)  # (C, K) into the flattened KxK window
     kernel = weight.new_zeros(channels, k * k).scatter_add(1, index, weight)
     if residual:
         centre = torch.arange(k * k, device=weight.device) == pad * k + pad

@@ -8,12 +8,12 @@ call costs the host no more than an ATen convolution), and an autocast rule (run
 dtype, like ``conv2d``).
 """
 import math
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ._ext import ensure_cuda_kernels
+from ._ext import _C, ensure_cuda_kernels
 from .reference import ROUNDINGS
 
 _ops = torch.ops.mmo1d
@@ -91,13 +91,19 @@ def oriented_dwconv1d(input: Tensor,
 PASSES = ('forward', 'backward_input', 'backward_weight')
 
 
-def oriented_dwconv1d_path(input: Tensor, weight: Tensor, stride: int = 1, pass_: str = 'forward') -> str:
+def oriented_dwconv1d_path(input: Tensor,
+                           weight: Tensor,
+                           stride: int = 1,
+                           pass_: str = 'forward',
+                           theta: Optional[Tensor] = None,
+                           rounding: str = 'trunc') -> str:
     """The kernel path a call of :func:`oriented_dwconv1d` takes, without running it.
 
-    On CUDA the dispatcher picks, per call, the fastest kernel family whose domain (dtype, layout,
-    stride, K, channel alignment) and the device's limits (shared memory, block and grid sizes)
-    admit the call, falling back to the general kernels; this names that choice. Useful to see which
-    kernels serve a model's shapes, and for tests that every path is exercised.
+    On CUDA the dispatcher picks, per call, the first kernel family (in the order of
+    :func:`oriented_dwconv1d_paths`) whose domain (pass, dtype, layout, stride, K, channel alignment,
+    angles) and the device's limits (shared memory, block and grid sizes) admit the call; the
+    general kernels serve every other call. This names that choice. Useful to see which kernels
+    serve a model's shapes, and for tests that every path is exercised.
 
     Args:
         input (Tensor): The input of the call (its shape, dtype, layout, device and alignment count;
@@ -105,21 +111,38 @@ def oriented_dwconv1d_path(input: Tensor, weight: Tensor, stride: int = 1, pass_
         weight (Tensor): (C, K) or (C, 1, 1, K).
         stride (int): Stride of the call. Default: 1.
         pass_ (str): ``'forward'``, ``'backward_input'`` or ``'backward_weight'``.
+        theta (Tensor, optional): The call's angles, (C,) on input's device. Default: the 8
+            directions the models use, ``oriented_angles(C)``.
+        rounding (str): ``'trunc'`` or ``'floor'``. Default: ``'trunc'``.
 
     Returns:
-        str: ``'cpu'`` on the CPU; on CUDA one of ``'gather_nchw'``, ``'gather_nhwc'`` (general
-        kernels; ``'+nchw_copies'`` when channels_last tensors go through NCHW copies),
-        ``'seg_nchw'``, ``'vec_nhwc'``, ``'win_nhwc'``, ``'win_classes_nhwc'``, ``'s2_nhwc'``
-        (fast gathers), ``'wgrad_nchw'``, ``'wgrad_nhwc'``, ``'seg_wgrad_nchw'``,
-        ``'vec_wgrad_nhwc'``, ``'vec_wgrad_classes_nhwc'`` (weight gradients).
+        str: ``'cpu'`` on the CPU; on CUDA one of :func:`oriented_dwconv1d_paths` (with
+        ``'+nchw_copies'`` when the general kernels run channels_last tensors through NCHW copies).
     """
     if pass_ not in PASSES:
         raise ValueError(f'oriented_dwconv1d_path: pass_ must be one of {PASSES}, got {pass_!r}')
+    if rounding not in ROUNDINGS:
+        raise ValueError(f'oriented_dwconv1d_path: rounding must be one of {ROUNDINGS}, got {rounding!r}')
     if weight.dim() == 4:
         weight = weight.flatten(1)
+    if theta is None:
+        theta = oriented_angles(input.shape[1] if input.dim() == 4 else 1).to(input.device)
     if input.is_cuda:
         ensure_cuda_kernels()
-    return _ops.oriented_dwconv1d_path(input, weight, stride, pass_)
+    return _ops.oriented_dwconv1d_path(input, weight, theta, stride, rounding == 'floor', pass_)
+
+
+def oriented_dwconv1d_paths() -> List[str]:
+    """Every CUDA kernel path, in the dispatcher's order of preference (empty without CUDA kernels).
+
+    The list comes from the compiled kernel families, so it names exactly the paths that
+    :func:`oriented_dwconv1d_path` can return on CUDA.
+    """
+    if not _C.cuda_compiled():
+        if not torch.cuda.is_available():
+            return []
+        ensure_cuda_kernels()  # compiled just in time: the list comes with them
+    return list(_ops.oriented_dwconv1d_cuda_paths())
 
 
 def oriented_angles(channels: int, directions: int = 8, offset: float = 0.0) -> Tensor:

@@ -42,8 +42,15 @@ def tap_offsets(theta: Tensor, kernel_size: int, rounding: str = 'trunc') -> Tup
     d = (torch.arange(kernel_size, device=theta.device) - kernel_size // 2).to(torch.float32)
     vh = -d[None, :] * sin[:, None]
     vw = d[None, :] * cos[:, None]
-    rnd = torch.trunc if rounding == 'trunc' else torch.floor
-    return rnd(vh).long(), rnd(vw).long()
+    return _round(vh, rounding).long(), _round(vw, rounding).long()
+
+
+def _round(v: Tensor, rounding: str) -> Tensor:
+    if rounding == 'floor':
+        return torch.floor(v)
+    # Truncation written with floor and ceil: torch.trunc has no ONNX operator, and the ONNX lowering
+    # (mmo1d.ops.onnx_lowering) computes its offsets here too. Equal to trunc for finite values.
+    return torch.where(v < 0, torch.ceil(v), torch.floor(v))
 
 
 def oriented_dwconv1d_reference(input: Tensor,

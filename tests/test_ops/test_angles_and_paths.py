@@ -4,7 +4,14 @@ import math
 import pytest
 import torch
 
-from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_reference, tap_offsets
+from mmo1d.ops import (
+    oriented_dwconv1d,
+    oriented_dwconv1d_path,
+    oriented_dwconv1d_paths,
+    oriented_dwconv1d_reference,
+    tap_offsets,
+)
+from mmo1d.ops._ext import _C
 
 from .utils import DEVICES
 
@@ -63,3 +70,17 @@ def test_path_query_on_cpu():
         oriented_dwconv1d_path(x, torch.randn(4, 4))
     with pytest.raises(RuntimeError, match=r'input must be \(N, C, H, W\)'):
         oriented_dwconv1d_path(x[0], w)
+    with pytest.raises(RuntimeError, match='theta'):
+        oriented_dwconv1d_path(x, w, theta=torch.zeros(3))
+    with pytest.raises(ValueError, match='rounding must be'):
+        oriented_dwconv1d_path(x, w, rounding='round')
+
+
+def test_path_list_comes_from_the_compiled_families():
+    paths = oriented_dwconv1d_paths()
+    if not _C.cuda_compiled() and not torch.cuda.is_available():
+        assert paths == []
+        return
+    assert len(paths) == len(set(paths)) and all(p and '+' not in p for p in paths)
+    # The general family serves every call, so the dispatcher tries it last.
+    assert paths[-4:] == ['gather_nchw', 'gather_nhwc', 'wgrad_nchw', 'wgrad_nhwc']

@@ -21,7 +21,13 @@ from typing import List, NamedTuple
 import pytest
 import torch
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_reference
+from mmo1d.ops import (
+    oriented_angles,
+    oriented_dwconv1d,
+    oriented_dwconv1d_path,
+    oriented_dwconv1d_paths,
+    oriented_dwconv1d_reference,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 
@@ -31,14 +37,9 @@ LAYOUTS = ['nchw', 'channels_last', 'strided']
 # Unit roundoff of each dtype (the output's rounding) and of its accumulation.
 EPS = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 EPS_ACC = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24}
-ALL_PATHS = {
-    'forward': {'gather_nchw', 'gather_nhwc', 'gather_nchw+nchw_copies', 'seg_nchw', 'vec_nhwc', 'win_nhwc',
-                's2_nhwc'},
-    'backward_input': {'gather_nchw', 'gather_nhwc', 'gather_nchw+nchw_copies', 'seg_nchw', 'vec_nhwc', 'win_nhwc',
-                       'win_classes_nhwc'},
-    'backward_weight': {'wgrad_nchw', 'wgrad_nhwc', 'wgrad_nchw+nchw_copies', 'seg_wgrad_nchw', 'vec_wgrad_nhwc',
-                        'vec_wgrad_classes_nhwc'},
-}
+PASSES = ('forward', 'backward_input', 'backward_weight')
+# The general kernels' NCHW paths also serve channels_last tensors through NCHW copies.
+VIA_COPIES = ('gather_nchw+nchw_copies', 'wgrad_nchw+nchw_copies')
 # Elements of the reference's (N, C, K, H', W') gather per case: large planes get fewer images.
 MAX_TAPS = 300_000_000
 
@@ -222,15 +223,15 @@ def test_fuzz_matches_dense_oracle(case: Case):
 
 
 def test_every_path_is_in_the_quick_set():
-    """Each kernel path of each pass serves at least one case (the dispatcher's own answer)."""
-    seen = {p: set() for p in ALL_PATHS}
+    """Each kernel path of the compiled families serves at least one case (the dispatcher's own answer)."""
+    seen = set()
     for case in CASES:
-        x, weight, _, _, _ = make_tensors(case)
-        for p in ALL_PATHS:
-            seen[p].add(oriented_dwconv1d_path(x, weight, case.stride, p))
-    for p, paths in ALL_PATHS.items():
-        missing, extra = sorted(paths - seen[p]), sorted(seen[p] - paths)
-        assert not missing and not extra, f'{p}: paths {missing} never taken, unexpected {extra}'
+        x, weight, theta, _, _ = make_tensors(case)
+        seen.update(oriented_dwconv1d_path(x, weight, case.stride, p, theta, case.rounding) for p in PASSES)
+    families = set(oriented_dwconv1d_paths())
+    missing = sorted(families - {p.split('+')[0] for p in seen} | set(VIA_COPIES) - seen)
+    unknown = sorted({p.split('+')[0] for p in seen} - families)
+    assert not missing and not unknown, f'paths {missing} never taken, unknown paths {unknown}'
 
 
 def test_path_query_follows_the_domains():
