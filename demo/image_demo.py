@@ -18,6 +18,8 @@ import mmcv
 from mmengine.config import Config
 from mmengine.model import revert_sync_batchnorm
 
+from mmo1d.utils.quiet import quiet_upstream
+
 TASKS = ('mmseg', 'mmdet', 'mmpretrain')
 
 
@@ -109,4 +111,5 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

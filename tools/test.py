@@ -21,6 +21,7 @@ from mmengine.registry import HOOKS, METRICS
 from mmengine.runner import Runner
 
 from mmo1d.utils import allow_mmengine_checkpoints
+from mmo1d.utils.quiet import quiet_upstream
 from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
@@ -188,4 +189,5 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

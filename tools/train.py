@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 from mmengine.config import Config, DictAction
 
 from mmo1d.utils import allow_mmengine_checkpoints
+from mmo1d.utils.quiet import quiet_upstream
 from mmo1d.utils.tool_utils import (
     CFG_OPTIONS_HELP,
     LAUNCHERS,
@@ -85,4 +86,5 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -34,6 +34,7 @@ from mmengine.config import Config, DictAction
 from mmengine.utils import ProgressBar
 
 from mmo1d.analysis import erf as erf_lib
+from mmo1d.utils.quiet import quiet_upstream
 
 DEFAULT_DATA_ROOT = 'data/demo/ade/ADEChallengeData2016/images'
 
@@ -126,4 +127,5 @@ def main(argv: Optional[List[str]] = None) -> List[Dict]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

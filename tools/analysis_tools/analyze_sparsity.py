@@ -19,6 +19,7 @@ import os.path as osp
 from typing import Dict, List, Optional
 
 from mmo1d.analysis import sparsity
+from mmo1d.utils.quiet import quiet_upstream
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -56,4 +57,5 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, dict]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

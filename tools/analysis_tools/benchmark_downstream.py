@@ -41,6 +41,7 @@ import torch
 from mmo1d.benchmark.downstream import run_config
 from mmo1d.benchmark.downstream_configs import DEFAULT_RUNS, RUNS, SMOKE_RUNS, TASK_NAMES
 from mmo1d.benchmark.timing import command_line, gpu_env, utc_now
+from mmo1d.utils.quiet import quiet_upstream
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG_ROOT = osp.join(REPO, 'configs')
@@ -316,4 +317,5 @@ def main(argv: Optional[List[str]] = None) -> Dict:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

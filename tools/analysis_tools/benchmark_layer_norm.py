@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import layer_norm_last
+from mmo1d.utils.quiet import quiet_upstream
 
 # (site, (N, H, W, C), input dtype, GELU fused, mode): the norms of ConvNeXt-T / T-1D at 224x224.
 SITES = [
@@ -141,4 +142,5 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -44,6 +44,7 @@ from mmo1d.benchmark.classifiers import (
     drop_path_rate,
 )
 from mmo1d.benchmark.timing import command_line, nvidia_driver, utc_now
+from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
 PASSES = ('infer', 'train')
@@ -325,4 +326,5 @@ def main(argv: Optional[List[str]] = None) -> Dict:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from mmo1d.analysis.plots import plot_op_benchmark
 from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
+from mmo1d.utils.quiet import quiet_upstream
 
 ANGLES = [22.5 * i for i in range(8)]
 CONFIGS = {'float32': (torch.float32, 'nchw'), 'bfloat16': (torch.bfloat16, 'channels_last'),
@@ -242,4 +243,5 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from mmo1d.benchmark.timing import command_line, cpu_model, measure_cases, utc_now
 from mmo1d.ops import oriented_angles, oriented_dwconv1d
+from mmo1d.utils.quiet import quiet_upstream
 
 ANGLES = [0.0, 22.5, 45.0, 90.0]
 LAYOUTS = {'nchw': torch.contiguous_format, 'channels_last': torch.channels_last}
@@ -244,4 +245,5 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -28,6 +28,8 @@ from mmengine.config import Config, DictAction
 from mmengine.model import revert_sync_batchnorm
 from mmengine.registry import init_default_scope
 
+from mmo1d.utils.quiet import quiet_upstream
+
 #: RoIs per image that mmdet 2's ``forward_dummy`` sends through the mask heads.
 DUMMY_MASK_ROIS = 100
 
@@ -140,4 +142,5 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

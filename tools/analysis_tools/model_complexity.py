@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from mmo1d.models import OrientedConvNeXt
 from mmo1d.models.utils import model_complexity
+from mmo1d.utils.quiet import quiet_upstream
 
 VARIANT_NAMES = {'2d': ' (2D)', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++'}
 
@@ -76,4 +77,5 @@ def main(argv=None) -> List[dict]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

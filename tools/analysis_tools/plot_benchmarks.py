@@ -17,6 +17,7 @@ import os.path as osp
 from typing import List, Optional
 
 from mmo1d.analysis.plots import plot_benchmark_file
+from mmo1d.utils.quiet import quiet_upstream
 
 DEFAULT_DIR = 'benchmarks/results'
 
@@ -43,4 +44,5 @@ def main(argv: Optional[List[str]] = None) -> List[str]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

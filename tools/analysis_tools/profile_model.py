@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
 
@@ -156,4 +157,5 @@ def main(argv: Optional[List[str]] = None) -> str:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

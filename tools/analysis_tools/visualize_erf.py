@@ -17,6 +17,7 @@ from typing import List, Optional
 import numpy as np
 
 from mmo1d.analysis import erf as erf_lib
+from mmo1d.utils.quiet import quiet_upstream
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -49,4 +50,5 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

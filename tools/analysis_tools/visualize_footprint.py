@@ -17,6 +17,7 @@ import numpy as np
 
 from mmo1d.analysis.footprint import draw_footprints, footprint
 from mmo1d.ops.reference import ROUNDINGS
+from mmo1d.utils.quiet import quiet_upstream
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -47,4 +48,5 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, List[int]]:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -30,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from mmo1d.benchmark.timing import cpu_model
 from mmo1d.deployment import export_onnx
 from mmo1d.ops import OrientedDWConv1d, tap_offsets
+from mmo1d.utils.quiet import quiet_upstream
 
 # (name, channels, K, plane, stride, residual): the oriented layers of the T models at 224x224
 # (stems, the blocks of each stage, the 1D++ 4C convolution) and the downstream stage-3/4 lengths.
@@ -169,4 +170,5 @@ def main(argv: Optional[Sequence[str]] = None) -> List[dict]:
 
 if __name__ == '__main__':
     import sys
+    quiet_upstream()
     main(sys.argv[1:])

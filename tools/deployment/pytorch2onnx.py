@@ -35,6 +35,7 @@ from mmo1d.deployment import (
     record_adaptive_pools,
     run_onnxruntime,
 )
+from mmo1d.utils.quiet import quiet_upstream
 
 SCOPES = ('mmpretrain', 'mmseg', 'mmdet')
 
@@ -153,4 +154,5 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()

@@ -29,6 +29,7 @@ from mmo1d.models.convert import (
     detect_source_format,
     select_state_dict,
 )
+from mmo1d.utils.quiet import quiet_upstream
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -94,4 +95,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == '__main__':
+    quiet_upstream()
     main()
