@@ -10,8 +10,6 @@ namespace mmo1d {
 namespace cuda {
 
 //           name             float64  fused bias grad  paths
-// Channels_last stride-1 gathers of the eight canonical directions, offsets compiled in (canon.cu).
-MMO1D_FAMILY(CanonGather, false, false, "canon_nhwc")
 // Channels_last polyphase stride-2 forward (stride2.cu).
 MMO1D_FAMILY(S2Gather, false, false, "s2_nhwc")
 // Channels_last segment windows: stride-1 gathers, the stride-2 input gradient per parity class
@@ -33,7 +31,7 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<CanonGather, S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

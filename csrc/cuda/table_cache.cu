@@ -14,7 +14,6 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 #include "table_cache.cuh"
 
@@ -41,7 +40,6 @@ struct Cache {
   std::mutex mutex;
   std::unordered_map<std::string, Entry> entries;
   std::list<std::string> lru;  // most recent first
-  std::vector<void (*)()> others;  // register_theta_cache
 };
 
 Cache& cache() {
@@ -119,20 +117,9 @@ int64_t table_cache_size() {
 
 void clear_table_cache() {
   Cache& c = cache();
-  std::vector<void (*)()> others;
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    c.entries.clear();
-    c.lru.clear();
-    others = c.others;
-  }
-  for (auto clear : others) clear();
-}
-
-void register_theta_cache(void (*clear)()) {
-  Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  c.others.push_back(clear);
+  c.entries.clear();
+  c.lru.clear();
 }
 
 }  // namespace cuda

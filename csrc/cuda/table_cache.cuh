@@ -33,9 +33,5 @@ at::Tensor cached_table_structure(const at::Tensor& theta, const TableKey& key,
 int64_t table_cache_size();
 void clear_table_cache();
 
-// Other caches keyed by theta buffers (a kernel family's own) register the function that empties
-// them: clear_table_cache() calls it too.
-void register_theta_cache(void (*clear)());
-
 }  // namespace cuda
 }  // namespace mmo1d

@@ -129,11 +129,6 @@ ANCHORS = [
     # Stage 1 of the T models on an ADE20K crop (C and the ++ blocks' 4C), float16 channels_last.
     Case(2, 96, 128, 128, 31, 1, torch.float16, 'channels_last', False, 'trunc', 14),
     Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 15),
-    # The canonical directions (seeds 0 and 1 mod 3: the models' angle layouts) in 16-channel
-    # blocks: the ++ hidden tensor at 56x56, and planes that end in partial tiles.
-    Case(3, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', False, 'trunc', 16),
-    Case(2, 128, 29, 30, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 18),
-    Case(1, 256, 13, 70, 31, 1, torch.float16, 'channels_last', False, 'trunc', 19),
 ]
 
 
