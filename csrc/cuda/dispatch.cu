@@ -88,7 +88,7 @@ std::vector<std::string> path_names() {
   return names(Families{});
 }
 
-#define MMO1D_INSTANTIATE(T)                                \
+#define MMO1D_INSTANTIATE(T)                        \
   template Plan plan_call<T>(const Problem&, Pass); \
   template void run_call<T>(const Plan&, const Args<T>&);
 MMO1D_INSTANTIATE(double)

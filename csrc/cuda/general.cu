@@ -4,8 +4,8 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 
-#include "general_kernel.cuh"
 #include "families.cuh"
+#include "general_kernel.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
 
@@ -73,8 +73,8 @@ bool plan_wgrad_layout(const Problem& p, bool nhwc, Plan* plan) {
 // The gather with the kernel of the plan's layout (variant 1: channels_last), through NCHW copies
 // where the plan says so.
 template <typename scalar_t>
-void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual) {
+void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
+                const at::Tensor& weight, bool floor_rounding, bool residual) {
   using acc_t = at::opmath_type<scalar_t>;
   if (plan.via_nchw) {
     at::Tensor out_nchw = at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous));
@@ -142,12 +142,14 @@ void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::
 template <typename scalar_t>
 bool General::plan(const Problem& p, Pass pass, Plan* plan) {
   const bool wgrad = pass == Pass::kWeightGrad;
-  if (p.nhwc && (wgrad ? plan_wgrad_layout<scalar_t>(p, true, plan) : plan_gather_layout<scalar_t>(p, pass, true, plan))) {
+  if (p.nhwc &&
+      (wgrad ? plan_wgrad_layout<scalar_t>(p, true, plan) : plan_gather_layout<scalar_t>(p, pass, true, plan))) {
     return true;
   }
   plan->via_nchw = p.nhwc;
   TORCH_CHECK(wgrad ? plan_wgrad_layout<scalar_t>(p, false, plan) : plan_gather_layout<scalar_t>(p, pass, false, plan),
-              "oriented_dwconv1d: input ", shape_of(p), " cannot be served on this device: a tile of one output of the ",
+              "oriented_dwconv1d: input ", shape_of(p),
+              " cannot be served on this device: a tile of one output of the ",
               wgrad ? "general weight gradient" : "general gather",
               " needs more shared memory than the device allows, or more blocks than its grid allows");
   return true;

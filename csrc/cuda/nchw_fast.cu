@@ -2,8 +2,8 @@
 // gather (forward and input gradient) and its weight gradient.
 #include <ATen/cuda/CUDAContext.h>
 
-#include "nchw_fast_kernel.cuh"
 #include "families.cuh"
+#include "nchw_fast_kernel.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
 

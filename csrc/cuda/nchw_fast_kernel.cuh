@@ -32,12 +32,14 @@ template <int R>
 __device__ __forceinline__ void run_segment(const float* __restrict__ S, int a, int ustep, int L,
                                             const float* __restrict__ w, float (&acc)[R]) {
   float v[R];
-  walk_segment<R, false>(S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; }, [&](int l, auto i) {
-    constexpr int I = decltype(i)::value;
-    const float wl = w[l];
+  walk_segment<R, false>(
+      S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; },
+      [&](int l, auto i) {
+        constexpr int I = decltype(i)::value;
+        const float wl = w[l];
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += wl * v[(I + r) % R];
-  });
+        for (int r = 0; r < R; ++r) acc[r] += wl * v[(I + r) % R];
+      });
 }
 
 // Copies rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W plane into S (row pitch
@@ -188,13 +190,15 @@ template <int R>
 __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, int a, int ustep, int L,
                                                   float* __restrict__ acc, int stride, const float (&g)[R]) {
   float v[R];
-  walk_segment<R, false>(S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; }, [&](int l, auto i) {
-    constexpr int I = decltype(i)::value;
-    float part = 0.0f;
+  walk_segment<R, false>(
+      S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; },
+      [&](int l, auto i) {
+        constexpr int I = decltype(i)::value;
+        float part = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) part += g[r] * v[(I + r) % R];
-    acc[l * stride] += part;
-  });
+        for (int r = 0; r < R; ++r) part += g[r] * v[(I + r) % R];
+        acc[l * stride] += part;
+      });
 }
 
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward

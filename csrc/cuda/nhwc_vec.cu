@@ -3,8 +3,8 @@
 // class, at stride 2.
 #include <ATen/cuda/CUDAContext.h>
 
-#include "nhwc_vec_kernel.cuh"
 #include "families.cuh"
+#include "nhwc_vec_kernel.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
 
@@ -64,8 +64,8 @@ void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
   prepare_launch(kernel, s, "channels_last vector gather");
   const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.off(), t.w(), t.npts(), t.halo(), t.same(),
-      plan.fg, a.sign, vec_ok, static_cast<int>(plan.tile));
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.off(), t.w(), t.npts(), t.halo(), t.same(), plan.fg,
+      a.sign, vec_ok, static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -118,8 +118,8 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
       x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), t.same(), partial.data_ptr<float>(),
-      db != nullptr ? bpartial.data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok,
-      static_cast<int>(plan.tile));
+      db != nullptr ? bpartial.data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)),
+      static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
   launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), a.out, g.C, g.K, plan.parts, classes,
                                        db != nullptr ? &bpartial : nullptr, db);

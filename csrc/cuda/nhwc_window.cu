@@ -3,8 +3,8 @@
 // stride-2 input gradient per parity class.
 #include <ATen/cuda/CUDAContext.h>
 
-#include "nhwc_window_kernel.cuh"
 #include "families.cuh"
+#include "nhwc_window_kernel.cuh"
 #include "tiling.cuh"
 
 namespace mmo1d {

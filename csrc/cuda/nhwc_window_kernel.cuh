@@ -49,8 +49,7 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
                                                const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
   float v[R][NV];
   walk_segment<R, SPLIT>(
-      Sc + a * 32, ustep * 32, L, v,
-      [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
+      Sc + a * 32, ustep * 32, L, v, [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
         float wl[NV];

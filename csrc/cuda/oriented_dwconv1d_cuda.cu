@@ -57,8 +57,7 @@ struct Entry {
     check_forward_args(input, weight, theta, bias, stride);
     TORCH_CHECK(input.is_cuda(), "oriented_dwconv1d (CUDA kernel): input is on ", input.device());
     if (grad_output != nullptr) {
-      TORCH_CHECK(grad_output->is_cuda(), "oriented_dwconv1d (CUDA kernel): grad_output is on ",
-                  grad_output->device());
+      TORCH_CHECK(grad_output->is_cuda(), "oriented_dwconv1d (CUDA kernel): grad_output is on ", grad_output->device());
       check_grad_output(*grad_output, input, stride);
     }
     return input.device();
@@ -107,7 +106,8 @@ at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const
   const at::Tensor x = input.contiguous(e.fmt);
   const c10::optional<at::Tensor> b =
       bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
-  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, floor_rounding);
+  const Problem p =
+      make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, floor_rounding);
   plan_and_run(p, Pass::kForward, input.scalar_type(), b, [&](auto bp) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
     return Args<T>{x, out, theta, weight, bp, 1, floor_rounding, residual};

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include <vector>
 #include <type_traits>
+#include <vector>
 
 #include "geometry.cuh"
 #include "launch.cuh"
@@ -39,10 +39,10 @@ struct Problem {
 };
 
 struct Plan {
-  int family = -1;           // index in the family list (families.cuh)
-  const char* path = "";     // the path name, one of the family's
-  GatherGeometry gg{};       // general paths
-  FastGeometry fg{};         // fast paths
+  int family = -1;        // index in the family list (families.cuh)
+  const char* path = "";  // the path name, one of the family's
+  GatherGeometry gg{};    // general paths
+  FastGeometry fg{};      // fast paths
   LaunchShape launch;
   int64_t tile = 0;          // bytes of the staged tile (kernels that size their sub-tiles from it)
   int variant = 0;           // kernel instance (outputs per thread, parity classes, layout)
@@ -66,29 +66,29 @@ struct Args {
   at::Tensor* db = nullptr;
 };
 
-#define MMO1D_FAMILY(Name, float64, fused_bias_grad, ...)                       \
-  struct Name {                                                                 \
-    static constexpr bool kFloat64 = float64;                                   \
-    static constexpr bool kFusedBiasGrad = fused_bias_grad;                     \
-    static constexpr const char* kPaths[] = {__VA_ARGS__};                       \
-    template <typename T>                                                       \
-    static bool plan(const Problem& p, Pass pass, Plan* plan);                  \
-    template <typename T>                                                       \
-    static void run(const Plan& plan, const Args<T>& a);                        \
+#define MMO1D_FAMILY(Name, float64, fused_bias_grad, ...)      \
+  struct Name {                                                \
+    static constexpr bool kFloat64 = float64;                  \
+    static constexpr bool kFusedBiasGrad = fused_bias_grad;    \
+    static constexpr const char* kPaths[] = {__VA_ARGS__};     \
+    template <typename T>                                      \
+    static bool plan(const Problem& p, Pass pass, Plan* plan); \
+    template <typename T>                                      \
+    static void run(const Plan& plan, const Args<T>& a);       \
   };
 
 // A family's plan and run for one dtype, and for every dtype the family takes.
-#define MMO1D_INSTANTIATE_FAMILY_T(Family, T)                          \
+#define MMO1D_INSTANTIATE_FAMILY_T(Family, T)                 \
   template bool Family::plan<T>(const Problem&, Pass, Plan*); \
   template void Family::run<T>(const Plan&, const Args<T>&);
-#define MMO1D_INSTANTIATE_FAMILY(Family)                                                   \
+#define MMO1D_INSTANTIATE_FAMILY(Family)                                                        \
   static_assert(!Family::kFloat64, #Family " takes float64: use MMO1D_INSTANTIATE_FAMILY_F64"); \
-  MMO1D_INSTANTIATE_FAMILY_T(Family, float)                                                \
-  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half)                                            \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, float)                                                     \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half)                                                 \
   MMO1D_INSTANTIATE_FAMILY_T(Family, c10::BFloat16)
-#define MMO1D_INSTANTIATE_FAMILY_F64(Family) \
-  MMO1D_INSTANTIATE_FAMILY_T(Family, double) \
-  MMO1D_INSTANTIATE_FAMILY_T(Family, float)  \
+#define MMO1D_INSTANTIATE_FAMILY_F64(Family)    \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, double)    \
+  MMO1D_INSTANTIATE_FAMILY_T(Family, float)     \
   MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half) \
   MMO1D_INSTANTIATE_FAMILY_T(Family, c10::BFloat16)
 
