@@ -16,10 +16,18 @@ pixel ``(p, q)`` at stride ``s`` the tap's position is ``(p*s - d*sin(theta_c), 
   around its position ``(a, b)``, weighted by ``exp(-((h - a)^2 + (w - b)^2) / (2 sigma^2))`` and
   normalised so that one tap's weights sum to 1 (pixels outside the image read 0 and keep their
   weight, as zero padding does). As sigma tends to 0 it tends to rounding to the nearest pixel.
+  With an integer radius r the output pixel itself lies exactly on the band's edge of the taps at
+  ``|d| = r`` (for every angle: ``d^2 (sin^2 + cos^2) = r^2``), so whether it is read depends on the
+  rounding of the position: implementations that compute it in another order disagree there.
 
 ``y[n, c, p, q] = b[c] + sum_t w[c, t] * sample_t(x[n, c])``, differentiable in x, w, b and theta.
 It materialises an (N, C, K, H', W', M) gather (M = 4 for bilinear, (2 ceil(radius) + 2)^2 for
 gaussian) and is meant for small inputs.
+
+A tap's offset from its output pixel, ``(-d sin(theta), d cos(theta))``, is the same at every output
+pixel and the output pixels are integers, so the pixels a tap reads and their coefficients are too:
+for given angles either discretisation is a depthwise convolution with a dense kernel
+(:func:`interp_dense_kernel`), the form an export can write with standard operators.
 """
 import math
 from typing import Optional, Tuple
@@ -64,28 +72,40 @@ def _read(x: Tensor, h: Tensor, w: Tensor) -> Tensor:
     return values.reshape(n, *h.shape) * inside.to(x.dtype)
 
 
-def _bilinear(x: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
-    h0, w0 = torch.floor(rows), torch.floor(cols)
-    fh, fw = rows - h0, cols - w0
-    h0, w0 = h0.long(), w0.long()
-    out = 0
-    for dh, wh in ((0, 1 - fh), (1, fh)):
-        for dw, ww in ((0, 1 - fw), (1, fw)):
-            out = out + _read(x, h0 + dh, w0 + dw) * (wh * ww).to(x.dtype)
-    return out
+def _samples(rows: Tensor, cols: Tensor, rounding: str, sigma: float,
+             radius: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """The pixels each tap reads and their coefficients.
 
+    Args:
+        rows, cols (Tensor): Tap positions, both of one shape S.
 
-def _gaussian(x: Tensor, rows: Tensor, cols: Tensor, sigma: float, radius: float) -> Tensor:
+    Returns:
+        tuple[Tensor, Tensor, Tensor]: rows and columns (int64) and coefficients, each (*S, M).
+    """
+    if rounding == 'bilinear':
+        h0, w0 = torch.floor(rows), torch.floor(cols)
+        fh, fw = (rows - h0)[..., None], (cols - w0)[..., None]
+        di = torch.tensor([0, 0, 1, 1], device=rows.device)
+        dj = torch.tensor([0, 1, 0, 1], device=rows.device)
+        coef = torch.where(di == 1, fh, 1 - fh) * torch.where(dj == 1, fw, 1 - fw)
+        return h0.long()[..., None] + di, w0.long()[..., None] + dj, coef
     reach = math.ceil(radius)
-    offsets = torch.arange(-reach, reach + 2, device=x.device)  # covers [a - radius, a + radius]
+    offsets = torch.arange(-reach, reach + 2, device=rows.device)  # covers [a - radius, a + radius]
     a, b = rows[..., None, None], cols[..., None, None]
     hh = torch.floor(a).long() + offsets[:, None]
     ww = torch.floor(b).long() + offsets[None, :]
     hh, ww = torch.broadcast_tensors(hh, ww)
     dist2 = (hh.to(a.dtype) - a)**2 + (ww.to(b.dtype) - b)**2
-    weight = torch.exp(-dist2 / (2 * sigma**2)) * (dist2 <= radius**2).to(a.dtype)
-    weight = weight / weight.sum(dim=(-2, -1), keepdim=True)
-    return (_read(x, hh, ww) * weight.to(x.dtype)).sum(dim=(-2, -1))
+    coef = torch.exp(-dist2 / (2 * sigma**2)) * (dist2 <= radius**2).to(a.dtype)
+    coef = coef / coef.sum(dim=(-2, -1), keepdim=True)
+    return hh.flatten(-2), ww.flatten(-2), coef.flatten(-2)
+
+
+def _check(rounding: str, sigma: float, radius: float) -> None:
+    if rounding not in INTERPOLATIONS:
+        raise ValueError(f'rounding must be one of {INTERPOLATIONS}, got {rounding!r}')
+    if rounding == 'gaussian' and not (sigma > 0 and radius >= 1):
+        raise ValueError(f'the gaussian band needs sigma > 0 and radius >= 1, got sigma={sigma}, radius={radius}')
 
 
 def oriented_dwconv1d_interp_reference(input: Tensor,
@@ -111,10 +131,7 @@ def oriented_dwconv1d_interp_reference(input: Tensor,
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
     """
-    if rounding not in INTERPOLATIONS:
-        raise ValueError(f'rounding must be one of {INTERPOLATIONS}, got {rounding!r}')
-    if rounding == 'gaussian' and not (sigma > 0 and radius >= 1):
-        raise ValueError(f'the gaussian band needs sigma > 0 and radius >= 1, got sigma={sigma}, radius={radius}')
+    _check(rounding, sigma, radius)
     n, c, h, w = input.shape
     weight = weight.reshape(c, -1)
     k = weight.shape[1]
@@ -122,8 +139,43 @@ def oriented_dwconv1d_interp_reference(input: Tensor,
         raise ValueError(f'kernel size must be odd, got {k}')
     rows, cols = tap_positions(theta, k, (-(-h // stride), -(-w // stride)), stride)
     rows, cols = torch.broadcast_tensors(rows, cols)
-    taps = _bilinear(input, rows, cols) if rounding == 'bilinear' else _gaussian(input, rows, cols, sigma, radius)
+    hh, ww, coef = _samples(rows, cols, rounding, sigma, radius)
+    taps = (_read(input, hh, ww) * coef.to(input.dtype)).sum(-1)
     out = torch.einsum('nckhw,ck->nchw', taps, weight.to(taps.dtype))
     if bias is not None:
         out = out + bias[None, :, None, None]
     return out
+
+
+def interp_dense_kernel(weight: Tensor,
+                        theta: Tensor,
+                        rounding: str = 'bilinear',
+                        sigma: float = 0.5,
+                        radius: float = 1.0) -> Tensor:
+    """The depthwise kernel equal to the interpolated oriented kernel (differentiable in theta).
+
+    ``conv2d(x, kernel, bias, stride, padding=S // 2, groups=C)`` equals
+    :func:`oriented_dwconv1d_interp_reference` with the same arguments.
+
+    Args:
+        weight (Tensor): (C, K), K odd.
+        theta (Tensor): (C,) radians.
+        rounding (str): ``'bilinear'`` or ``'gaussian'``. Default: ``'bilinear'``.
+        sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+
+    Returns:
+        Tensor: (C, 1, S, S) with S = 2 (K // 2 + ceil(radius) + 1) + 1 (bilinear: radius 0), in
+        weight's dtype.
+    """
+    _check(rounding, sigma, radius)
+    c, k = weight.shape
+    half = k // 2 + (math.ceil(radius) if rounding == 'gaussian' else 0) + 1
+    size = 2 * half + 1
+    rows, cols = tap_positions(theta, k, (1, 1))  # the taps of output pixel (0, 0): their offsets
+    rows, cols = torch.broadcast_tensors(rows, cols)
+    hh, ww, coef = _samples(rows + half, cols + half, rounding, sigma, radius)  # (C, K, 1, 1, M)
+    values = coef * weight[:, :, None, None, None].to(coef.dtype)
+    kernel = weight.new_zeros(c, size * size, dtype=coef.dtype).scatter_add(1, (hh * size + ww).reshape(c, -1),
+                                                                            values.reshape(c, -1))
+    return kernel.to(weight.dtype).reshape(c, 1, size, size)

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from mmo1d.ops import oriented_dwconv1d_reference
+from mmo1d.ops.interp_reference import interp_dense_kernel
 from mmo1d.ops.interp_reference import oriented_dwconv1d_interp_reference as interp
 
 
@@ -106,6 +107,26 @@ def test_lattice_lines_read_the_pixels_that_truncation_reads():
     ref = oriented_dwconv1d_reference(x, weight, theta.float(), bias)
     torch.testing.assert_close(interp(x, weight, theta, bias), ref, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(interp(x, weight, theta, bias, 1, 'gaussian', 0.05, 1.0), ref, rtol=1e-9, atol=1e-9)
+
+
+# Radii that are not integers: with an integer radius r, the output pixel lies exactly on the band's
+# edge of the taps at |d| = r, where two orders of the same float operations disagree.
+@pytest.mark.parametrize('rounding, sigma, radius', [('bilinear', 0.5, 1.0), ('gaussian', 0.7, 1.5),
+                                                     ('gaussian', 1.0, 2.5)])
+@pytest.mark.parametrize('stride', [1, 2, 3])
+def test_a_depthwise_conv2d_with_the_dense_kernel_is_the_same_op(rounding, sigma, radius, stride):
+    # Angles off the lattice: on it, the two orders of computing a position can round it to either
+    # side of a pixel, where the derivative is one-sided.
+    x, weight, bias, theta = _inputs(c=4, h=13, w=10, k=7, seed=8)
+    params = [t.clone().requires_grad_() for t in (x, weight, theta, bias)]
+    kernel = interp_dense_kernel(params[1], params[2], rounding, sigma, radius)
+    got = F.conv2d(params[0], kernel, params[3], stride, kernel.shape[-1] // 2, 1, 4)
+    ref_params = [t.clone().requires_grad_() for t in (x, weight, theta, bias)]
+    want = interp(*ref_params, stride, rounding, sigma, radius)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    g = torch.randn_like(want)
+    for a, b in zip(torch.autograd.grad(got, params, g), torch.autograd.grad(want, ref_params, g)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
 def test_bad_arguments():
