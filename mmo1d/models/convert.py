@@ -120,14 +120,15 @@ def rename_keys(state_dict: Dict[str, Tensor], source_format: str) -> 'OrderedDi
     """
     if source_format not in _RULES:
         raise ValueError(f'unknown source format {source_format!r}; choose one of {SOURCE_FORMATS}')
-    unknown = _unknown_keys(state_dict, source_format)
+    new_keys = {key: _new_key(key, source_format) for key in state_dict}
+    unknown = [key for key, new_key in new_keys.items() if new_key is None]
     if unknown:
         matching = _matching_formats(state_dict)
         looks_like = (f'the keys follow the {" / ".join(map(repr, matching))} layout' if matching else
                       f'the keys follow none of the source layouts {SOURCE_FORMATS}')
         raise SourceLayoutError(f'{len(unknown)} of {len(state_dict)} keys are not in the {source_format!r} '
                                 f'ConvNeXt layout, e.g. {_examples(unknown)}; {looks_like}')
-    return OrderedDict((_new_key(key, source_format), value) for key, value in state_dict.items())
+    return OrderedDict((new_keys[key], value) for key, value in state_dict.items())
 
 
 def infer_variant(renamed: Dict[str, Tensor]) -> str:
