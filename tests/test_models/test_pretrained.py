@@ -117,8 +117,8 @@ def test_pretrained_with_other_init_entries(tmp_path):
      r'stages.0.0.pointwise_conv1.weight \(checkpoint \(16, 8\), model \(32, 8\)\)'),
     (lambda sd: sd.update({'stages.0.0.depthwise_conv.weight': torch.zeros(4, 1, 1, 5)}),
      r'stages.0.0.depthwise_conv.weight \(checkpoint \(4, 1, 1, 5\)'),
-    (lambda sd: sd.update({'stages.1.1.depthwise_conv.theta': torch.zeros(8)}),
-     r'stages.1.1.depthwise_conv.theta \(angles differ'),
+    (lambda sd: sd.update({'stages.1.1.depthwise_conv.theta': torch.zeros(5)}),
+     r'stages.1.1.depthwise_conv.theta \(checkpoint \(5,\), model \(8,\)\)'),
 ])
 def test_pretrained_errors_name_the_keys(tmp_path, edit, match):
     sd = dict(_source(SMALL).state_dict())
@@ -128,14 +128,25 @@ def test_pretrained_errors_name_the_keys(tmp_path, edit, match):
         target.init_weights()
 
 
-def test_pretrained_angles_optional_but_checked(tmp_path):
+def test_pretrained_angles_optional_and_loaded(tmp_path, mm_log):
     sd = {k: v for k, v in _source(SMALL).state_dict().items() if not k.endswith('theta')}
     target = _model(SMALL, init_cfg=dict(type='Pretrained', checkpoint=_save(tmp_path, sd)))
-    target.init_weights()  # angles are constants of the model: absent is fine
+    own = {k: v.clone() for k, v in target.state_dict().items() if k.endswith('theta')}
+    target.init_weights()  # absent angles: the model keeps its own directions, and says so
+    assert all(torch.equal(target.state_dict()[k], v) for k, v in own.items())
+    assert f'{len(own)} angle tensors are not in the checkpoint' in mm_log.text
+    # Present angles are the checkpoint's, even where the model was configured otherwise: the
+    # kernels were trained with them. The log counts the layers whose angles differ.
+    source = _source(SMALL)
     four = _model(SMALL, directions=4, init_cfg=dict(type='Pretrained',
-                                                     checkpoint=_save(tmp_path, _source(SMALL).state_dict())))
-    with pytest.raises(RuntimeError, match='check directions and layer_rotation'):
-        four.init_weights()
+                                                     checkpoint=_save(tmp_path, source.state_dict())))
+    four.init_weights()
+    differ = [k for k, v in _model(SMALL, directions=4).state_dict().items()
+              if k.endswith('theta') and not torch.equal(v, source.state_dict()[k])]
+    assert differ
+    for key, value in source.state_dict().items():
+        assert torch.equal(four.state_dict()[key], value), key
+    assert f"{len(differ)} angle tensors of the checkpoint differ from the model's directions" in mm_log.text
 
 
 def test_pretrained_bad_prefix_and_unconverted(tmp_path):

@@ -5,15 +5,19 @@ segmentation backbones use shorter oriented kernels in the late stages (e.g. 1x2
 the ImageNet classifiers they start from (1x31). A kernel is carried over by centre-cropping it
 (keeping the taps with ``|t - K // 2| <= K' // 2``) or, to grow it, by zero-padding both ends;
 both keep every tap at the same spatial offset, because offsets depend only on ``t - K // 2``.
-Everything else must match exactly: a checkpoint that does not fit is an error that counts the
-keys and names a few of them, never a silent partial load; when the keys would fit under a prefix
-(a whole detector's ``backbone.*``), the error names it.
+Angles (``theta``) are loaded like the weights they were trained with: a checkpoint of a model that
+learned its angles (``learnable_angles=True``) gives a fixed-angle model its learned angles, and a
+fixed-angle checkpoint gives a learnable model its starting angles; a checkpoint without angles
+(the authors' downstream backbones) leaves the model's own. Everything else must match exactly: a
+checkpoint that does not fit is an error that counts the keys and names a few of them, never a
+silent partial load; when the keys would fit under a prefix (a whole detector's ``backbone.*``),
+the error names it.
 """
+import math
 import re
 from collections import OrderedDict
 from typing import Callable, Dict, List, Optional, Tuple
 
-import torch
 import torch.nn.functional as F
 from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
@@ -116,8 +120,11 @@ def adapt_state_dict(model: nn.Module,
     """Check a state dict against a model and resize its oriented kernels to the model's.
 
     Rules: an oriented kernel (the ``weight`` of an :class:`~mmo1d.ops.OrientedDWConv1d`) whose
-    length differs is centre-cropped or zero-padded (logged); angles (``theta``) are constants of
-    the model: they may be absent, and when present must equal the model's; keys for which
+    length differs is centre-cropped or zero-padded (logged); angles (``theta``) may be absent (the
+    model keeps its own, logged) and when present are loaded, buffer or parameter alike, whatever
+    the model's directions (how many differ from the model's own and by how much is logged: a
+    checkpoint that learned its angles turns a fixed-angle model to them, which then reads them with
+    its own ``rounding``); keys for which
     ``optional(key)`` is true may be absent (the model keeps their initial values, logged) or
     unexpected (ignored, logged). Any other missing or unexpected key or shape mismatch is a
     ``RuntimeError`` that counts each kind and names a few of them; when most of the model's keys
@@ -134,7 +141,7 @@ def adapt_state_dict(model: nn.Module,
 
     Returns:
         OrderedDict[str, Tensor]: Tensors ready for ``model.load_state_dict(..., strict=False)``:
-        resized kernels, no angles, no ignored keys.
+        resized kernels, the checkpoint's angles, no ignored keys.
     """
     target = model.state_dict()
     oriented = {f'{name}.weight': m.kernel_size for name, m in model.named_modules()
@@ -142,6 +149,7 @@ def adapt_state_dict(model: nn.Module,
     result = OrderedDict()
     unexpected: List[str] = []
     mismatched: Dict[str, str] = {}
+    turned: Dict[str, float] = {}
     for key, value in state_dict.items():
         if key not in target:
             if optional(key):
@@ -150,10 +158,10 @@ def adapt_state_dict(model: nn.Module,
                 unexpected.append(key)
             continue
         want = target[key]
-        if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
-            if value.shape != want.shape or not torch.allclose(value.float(), want.cpu(), atol=1e-5):
-                mismatched[key] = 'angles differ from the model\'s: check directions and layer_rotation'
-            continue
+        if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented and value.shape == want.shape:
+            change = (value.double() - want.detach().cpu().double()).abs().max().item()
+            if change > 1e-5:
+                turned[key] = math.degrees(change)
         if key in oriented and value.shape != want.shape and value.dim() == 4 \
                 and value.shape[:3] == want.shape[:3]:
             print_log(f'pretrained: resized oriented kernel {key} from 1x{value.shape[-1]} to '
@@ -165,8 +173,11 @@ def adapt_state_dict(model: nn.Module,
         result[key] = value
     missing = []
     needed = []
+    own_angles = []
     for key in target:
         if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
+            if key not in state_dict:
+                own_angles.append(key)
             continue
         if optional(key):
             if key not in state_dict:
@@ -191,6 +202,13 @@ def adapt_state_dict(model: nn.Module,
             lines.append(f'{fit[1]} of the model\'s {len(needed)} keys are in the checkpoint under '
                          f'{whole!r}: did you mean prefix={whole!r}?')
         raise RuntimeError(f'the checkpoint does not fit {type(model).__name__}: ' + ' | '.join(lines))
+    if own_angles:
+        print_log(f'pretrained: {len(own_angles)} angle tensors are not in the checkpoint and keep the model\'s '
+                  f'directions: {_examples(own_angles)}', logger=logger)
+    if turned:
+        print_log(f'pretrained: {len(turned)} angle tensors of the checkpoint differ from the model\'s directions '
+                  f'(by up to {max(turned.values()):.3g} degrees) and are loaded: {_examples(list(turned))}',
+                  logger=logger)
     return result
 
 
