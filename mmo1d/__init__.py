@@ -14,7 +14,7 @@ if importlib.util.find_spec('mmengine') is not None:
 
     check_versions()
 
-    from . import models  # noqa: F401  (registers the models in mmo1d.registry.MODELS)
+    from . import engine, models  # noqa: F401  (register the hooks and the models in mmo1d.registry)
     from .utils import allow_mmengine_checkpoints
 
     # The toolboxes' init_model / init_detector / inferencers read Runner checkpoints with

@@ -1,0 +1,3 @@
+from .angle_logger_hook import AngleLoggerHook
+
+__all__ = ['AngleLoggerHook']
