@@ -25,8 +25,8 @@ def _ids(paths: List[Path]) -> List[str]:
 
 
 def _size_and_variant(path: Path) -> Tuple[str, str]:
-    """('tiny' | 'base' | 'demo', variant) read from a config's file name."""
-    match = re.search(r'oriented-convnext-(tiny|base|t|b|demo)-(1dpp|2dpp|1d|2d)_', path.name)
+    """('tiny' | 'base' | 'demo', variant) read from a config's file name ('-la': learnable angles)."""
+    match = re.search(r'oriented-convnext-(tiny|base|t|b|demo)-(1dpp|2dpp|1d|2d)(?:-la)?_', path.name)
     assert match, f'unexpected config name {path.name}'
     size = {'t': 'tiny', 'b': 'base'}.get(match.group(1), match.group(1))
     return size, match.group(2)
@@ -36,12 +36,21 @@ def _load(path: Path) -> Config:
     return Config.fromfile(str(path))
 
 
+def _learnable(path: Path) -> bool:
+    return '-la_' in path.name
+
+
 def test_every_size_and_variant_is_shipped() -> None:
     for configs in (SEG_CONFIGS, DET_CONFIGS):
-        assert sorted(_size_and_variant(p) for p in configs) == sorted(
+        assert sorted(_size_and_variant(p) for p in configs if not _learnable(p)) == sorted(
             (size, variant) for size in ('base', 'tiny') for variant in VARIANTS)
-    demo = {_size_and_variant(p)[1] for p in DEMO_CONFIGS}
+    demo = {_size_and_variant(p)[1] for p in DEMO_CONFIGS if not _learnable(p)}
     assert demo == {'1d', '2d'}
+    # With learnable angles (tests/test_configs/test_learnable_angle_configs.py checks them further).
+    assert sorted(_size_and_variant(p) for p in SEG_CONFIGS if _learnable(p)) == [
+        ('tiny', '1d'), ('tiny', '1dpp'), ('tiny', '2dpp')]
+    assert [_size_and_variant(p) for p in DET_CONFIGS + DEMO_CONFIGS if _learnable(p)] == [('tiny', '1d'),
+                                                                                          ('demo', '1d')]
 
 
 @pytest.mark.parametrize('path', ALL_CONFIGS, ids=_ids(ALL_CONFIGS))

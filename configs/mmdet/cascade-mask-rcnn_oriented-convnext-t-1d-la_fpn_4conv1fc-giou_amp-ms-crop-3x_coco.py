@@ -1,0 +1,10 @@
+# Cascade Mask R-CNN 3x COCO with ConvNeXt-T-1D and learnable angles ("-la"): the T-1D recipe, with
+# every oriented kernel reading its taps bilinearly (rounding='bilinear') and learning its per-channel
+# angles (theta), starting from the paper's 8 directions. No results are published for it.
+# The angles get no weight decay and the learning rate of their block: mmdet's
+# LearningRateDecayOptimizerConstructor puts every 1-D parameter in its layer's no-decay group (it
+# does not read paramwise_cfg.custom_keys).
+_base_ = './cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-3x_coco.py'
+
+model = dict(backbone=dict(rounding='bilinear', learnable_angles=True))
+custom_hooks = [dict(type='mmo1d.AngleLoggerHook', interval=1000)]
