@@ -167,7 +167,7 @@ def draw_angles(path: str,
     hist.set_xticks(range(0, 181, 15))
     hist.set_xlabel('orientation (degrees, modulo 180)')
     hist.set_ylabel('channels')
-    hist.legend(fontsize=8)
+    hist.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.005, 1.0))  # beside: the bars fill 0-180
     hist.grid(alpha=0.3)
     if initial is not None:
         summary = change_summary(angle_changes(angles, initial))['layers']
@@ -180,13 +180,13 @@ def draw_angles(path: str,
         per_layer.set_xticks(list(xs))
         per_layer.set_xticklabels(names, rotation=90, fontsize=6)
         per_layer.set_ylabel('change from the initial angle (degrees)')
-        per_layer.legend(fontsize=8)
+        per_layer.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.005, 1.0))
         per_layer.grid(alpha=0.3, axis='y')
     count = sum(t.numel() for t in angles.values())
     fig.suptitle(title or f'Angles of {count} channels in {len(angles)} oriented layers', fontsize=10)
     if initial is not None:
-        fig.subplots_adjust(left=0.08, right=0.99, top=0.95, bottom=0.3, hspace=0.3)
+        fig.subplots_adjust(left=0.08, right=0.85, top=0.95, bottom=0.27, hspace=0.3)
     else:
-        fig.subplots_adjust(left=0.08, right=0.99, top=0.9, bottom=0.13)
+        fig.subplots_adjust(left=0.08, right=0.85, top=0.9, bottom=0.13)
     save_figure(fig, path, dpi)
     return fig
