@@ -11,7 +11,7 @@ import shlex
 import statistics
 import subprocess
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -64,21 +64,31 @@ def measure_cases(cases: List[Tuple[Dict, Callable[[int], None]]], repeats: int,
         peak: ``peak(fn) -> bytes`` (default: :func:`peak_bytes`).
 
     Returns:
-        The records, each with ``ms`` (median of all its calls) and ``peak_mem_bytes`` filled in.
+        The records, each with ``ms`` (median of all its calls), ``round_ms`` (median of each round)
+        and ``peak_mem_bytes`` filled in.
     """
     per_round = math.ceil(repeats / rounds)
-    samples: List[List[float]] = [[] for _ in cases]
+    samples: List[List[List[float]]] = [[] for _ in cases]  # per case, the times of each round
     for r in range(rounds):
-        for (rec, fn), times in zip(cases, samples):
+        for (rec, fn), case_rounds in zip(cases, samples):
             if rec['impl'] == 'masked_2d':
                 if r == 0:
-                    times.extend(timer(fn, repeats, warmup))
+                    case_rounds.append(timer(fn, repeats, warmup))
                 continue
-            times.extend(timer(fn, per_round, warmup if r == 0 else 2))
-    for (rec, fn), times in zip(cases, samples):
-        rec['ms'] = round(statistics.median(times), 4)
+            case_rounds.append(timer(fn, per_round, warmup if r == 0 else 2))
+    for (rec, fn), case_rounds in zip(cases, samples):
+        rec['ms'] = round(statistics.median([t for times in case_rounds for t in times]), 4)
+        rec['round_ms'] = [round(statistics.median(times), 4) for times in case_rounds]
         rec['peak_mem_bytes'] = peak(fn)
     return [rec for rec, _ in cases]
+
+
+def round_spread(rec: Dict) -> Optional[float]:
+    """Slowest / fastest round time of a record (None with fewer than two rounds or a missing one)."""
+    times = rec.get('round_ms') or []
+    if len(times) < 2 or None in times:
+        return None
+    return max(times) / min(times)
 
 
 def copy_bandwidth_gbps(repeats: int) -> float:

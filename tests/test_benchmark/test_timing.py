@@ -1,8 +1,9 @@
-"""mmo1d.benchmark.timing: the interleaved rounds of one group of cases, and the command record."""
+"""mmo1d.benchmark.timing: the interleaved rounds of one group of cases, the spread of the rounds, and the
+command record."""
 import statistics
 import sys
 
-from mmo1d.benchmark.timing import command_line, measure_cases
+from mmo1d.benchmark.timing import command_line, measure_cases, round_spread
 
 
 def test_cases_of_a_group_run_in_interleaved_rounds():
@@ -24,6 +25,9 @@ def test_cases_of_a_group_run_in_interleaved_rounds():
     assert [r['ms'] for r in out] == [statistics.median([3.0] * 4 + [1.0] * 4 + [2.0] * 4), 50.0,
                                       statistics.median([9.0] * 4 + [7.0] * 4 + [8.0] * 4)]
     assert [r['peak_mem_bytes'] for r in out] == [1, 6, 1]
+    assert [r['round_ms'] for r in out] == [[3.0, 1.0, 2.0], [50.0], [9.0, 7.0, 8.0]]
+    assert [round_spread(r) for r in out] == [3.0, None, 9.0 / 7.0]
+    assert round_spread({'round_ms': [2.0, None, 1.0]}) is None
 
 
 def test_command_line_names_the_script_and_its_arguments(monkeypatch, tmp_path):

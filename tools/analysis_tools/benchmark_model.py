@@ -43,7 +43,7 @@ from mmo1d.benchmark.classifiers import (
     display_name,
     drop_path_rate,
 )
-from mmo1d.benchmark.timing import command_line, nvidia_driver, utc_now
+from mmo1d.benchmark.timing import command_line, nvidia_driver, round_spread, utc_now
 from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
@@ -221,14 +221,6 @@ def vs_timm(by_key: Dict, rec: Dict, key: str) -> Optional[float]:
     if not base or not base.get(key) or rec.get(key) is None:
         return None
     return rec[key] / base[key]
-
-
-def round_spread(rec: Dict) -> Optional[float]:
-    """Slowest / fastest round time of a record (None with fewer than two rounds or a missing one)."""
-    times = rec.get('round_ms') or []
-    if len(times) < 2 or None in times:
-        return None
-    return max(times) / min(times)
 
 
 def readme_table(result: Dict) -> str:
