@@ -21,6 +21,7 @@ TOOLS = REPO / 'tools'
 DEMO = REPO / 'configs' / 'demo'
 SEG_CFG = DEMO / 'oriented-convnext-demo-1d_upernet_1xb8-500iter_ade20k-demo-128x128.py'
 DET_CFG = DEMO / 'cascade-mask-rcnn_oriented-convnext-demo-1d_fpn_4conv1fc-giou_ms-crop-200iter_coco-demo.py'
+SEG_LA_CFG = DEMO / 'oriented-convnext-demo-1d-la_upernet_1xb8-500iter_ade20k-demo-128x128.py'
 NUM_ADE_VAL = 3
 NUM_COCO_VAL = 2
 # Small and single-process data loading for a fast CPU run.
@@ -183,6 +184,28 @@ def test_seg_tta_and_pickled_predictions(seg_run: Path, workspace: Path) -> None
         predictions = pickle.load(f)
     assert len(predictions) == NUM_ADE_VAL
     assert predictions[0]['pred_sem_seg']['data'].shape[-2:] == (128, 128)
+
+
+def test_learnable_angles_logged_in_training_and_drawn_from_the_checkpoint(workspace: Path, tmp_path: Path) -> None:
+    """The -la demo config: its AngleLoggerHook runs in mmseg's Runner; visualize_angles.py reads the
+    checkpoint, with the initial directions from the config the Runner stored in it."""
+    work_dir = workspace / 'work_dirs' / 'seg_la'
+    output = _train(workspace, SEG_LA_CFG, work_dir, [
+        'train_cfg.max_iters=2', 'train_cfg.val_interval=100', 'default_hooks.checkpoint.interval=2',
+        'custom_hooks.0.interval=1'
+    ])
+    assert 'learnable angles at iteration 1' in output and 'learnable angles at iteration 2' in output
+    assert 'learnable angles after training, change from the initial directions per layer' in output
+    angles = {r['step']: r for r in _scalars(work_dir) if 'angles/max_abs_change_deg' in r}
+    assert sorted(angles) == [1, 2] and angles[2]['angles/max_abs_change_deg'] > 0
+    report = _load_tool('analysis_tools/visualize_angles').main([str(work_dir / 'iter_2.pth'), '--out',
+                                                                  str(tmp_path / 'angles')])
+    assert report['config'] == 'the one stored in the checkpoint' and report['prefix'] == 'backbone.'
+    # The demo backbone: stem 16 + 16 channels, blocks of 32, 64, 128, 128 and 256 channels.
+    assert report['all']['count'] == 640 and len(report['layers']) == 7
+    for key in ('mean_abs_change_deg', 'max_abs_change_deg'):  # the hook's last record: the same angles
+        assert report['all'][key] == pytest.approx(angles[2][f'angles/{key}'], rel=1e-6)
+    assert (tmp_path / 'angles.png').is_file() and (tmp_path / 'angles.json').is_file()
 
 
 def test_det_train_and_test_with_coco_metric(workspace: Path) -> None:
