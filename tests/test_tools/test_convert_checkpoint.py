@@ -235,3 +235,20 @@ def test_tool_tells_the_layout_or_refuses_a_wrong_one(tmp_path, capsys):
     message = str(error.value)
     assert message.startswith(f'error: {path}: ') and "the keys follow the 'timm' layout" in message
     assert len(message) < 400, message
+
+
+def test_learned_angles_survive_the_conversion():
+    """An mmpretrain-layout classifier that learned its angles converts into a backbone (built with
+    the default fixed angles) that keeps them: the converted checkpoint carries the learned theta."""
+    source = _perturb(_mmpretrain_classifier(dict(type='mmo1d.OrientedConvNeXt', arch=ARCH, variant='1dpp',
+                                                  kernel_sizes=[(5, 7)] * 4, stem_kernel_size=5,
+                                                  rounding='bilinear', learnable_angles=True)))
+    thetas = {k: v for k, v in source.state_dict().items() if k.endswith('.theta')}
+    assert len(thetas) == 2 + 2 * sum(ARCH['depths'])
+    result = convert_state_dict(source.state_dict(), detect_source_format(source.state_dict()))
+    assert result.variant == '1dpp' and not result.fresh
+    default = OrientedConvNeXt(ARCH, '1dpp', kernel_sizes=[(5, 7)] * 4, stem_kernel_size=5).state_dict()
+    for key, value in thetas.items():
+        assert not torch.equal(value, default[key[len('backbone.'):]]), key  # the angles did move
+        assert torch.equal(result.backbone[key[len('backbone.'):]], value), key
+        assert torch.equal(result.classifier[key], value), key
