@@ -1,6 +1,7 @@
 """Representative calls of the CUDA op for compute-sanitizer: every kernel path of every pass, each
-dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, all at small sizes; with
-and without bias, each case twice with the same angles (table cache build, then hit).
+dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, the four roundings (the
+interpolated ones with learnable angles), all at small sizes; with and without bias, each case twice
+with the same angles (table cache build, then hit).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py --quick
@@ -16,7 +17,7 @@ import torch
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_paths
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
-# (N, C, H, W, K, stride, dtype, layout): chosen so that every path appears.
+# (N, C, H, W, K, stride, dtype, layout[, rounding]): chosen so that every path appears.
 CASES = [
     (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_nhwc, win_classes, vec_wgrad_classes
     (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
@@ -32,11 +33,17 @@ CASES = [
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last'),    # gather_nchw through NCHW copies
     (2, 8, 11, 13, 1, 1, torch.float32, 'nchw'),
     (1, 3, 5, 7, 5, 3, torch.bfloat16, 'channels_last'),
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc, interp_wgrad_nhwc
+    (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
+    (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
+    (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
 ]
 
 
 def run(case, seed: int) -> list:
-    n, c, h, w, k, s, dtype, layout = case
+    n, c, h, w, k, s, dtype, layout = case[:8]
+    rounding = case[8] if len(case) > 8 else ('trunc' if seed % 3 else 'floor')
+    interp = rounding in ('bilinear', 'gaussian')
     g = torch.Generator().manual_seed(seed)
     cast = dict(device='cuda', dtype=dtype)
     x = torch.randn(n, c, h, w, generator=g).to(**cast)
@@ -44,17 +51,18 @@ def run(case, seed: int) -> list:
     if layout == 'channels_last':
         x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
     weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast)
-    theta = oriented_angles(c, 8, 0.5).cuda()
-    paths = [oriented_dwconv1d_path(x, weight, s, p, theta) for p in PASSES]
+    theta = oriented_angles(c, 8, 0.5).cuda() + (0.03 if interp else 0.0)
+    paths = [oriented_dwconv1d_path(x, weight, s, p, theta, rounding, 1.2) for p in PASSES]
     x.requires_grad_()
     weight.requires_grad_()
+    theta.requires_grad_(interp)
     # Odd seeds add a bias (its gradient is fused into the weight gradient's reduction).
     bias = torch.randn(c, generator=g).to(**cast).requires_grad_() if seed % 2 else None
-    params = [x, weight] + ([bias] if bias is not None else [])
+    params = [x, weight] + ([bias] if bias is not None else []) + ([theta] if interp else [])
     # Twice with the same angles: the first call builds the cached table structures, the second
     # reads them (with merged weights from this call's weight).
     for _ in range(2):
-        out = oriented_dwconv1d(x, weight, theta, bias, s, 'trunc', seed % 2 == 0)
+        out = oriented_dwconv1d(x, weight, theta, bias, s, rounding, seed % 2 == 0, 0.6, 1.2)
         torch.autograd.grad(out, params, gy)
     torch.cuda.synchronize()
     return paths
@@ -68,7 +76,7 @@ def main() -> None:
     for i, case in enumerate(CASES[::2] if args.quick else CASES):
         paths = run(case, i)
         seen.update(paths)
-        print(case[:6], str(case[6]).replace('torch.', ''), case[7], '->', ', '.join(paths), flush=True)
+        print(case[:6], str(case[6]).replace('torch.', ''), *case[7:], '->', ', '.join(paths), flush=True)
     print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
     missing = sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
     if missing and not args.quick:

@@ -62,11 +62,11 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
                                 .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight", "")
                                 .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                   const at::Tensor&, int64_t, bool)>();
-    static auto params_op = c10::Dispatcher::singleton()
-                                .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight_bias", "")
-                                .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                          const at::Tensor&, const at::Tensor&, int64_t,
-                                                                          bool)>();
+    static auto params_op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("mmo1d::oriented_dwconv1d_backward_weight_bias", "")
+            .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                      const at::Tensor&, int64_t, bool)>();
     const auto saved = ctx->get_saved_variables();
     const auto& grad = grad_outputs[0];
     const int64_t stride = ctx->saved_data["stride"].toInt();
@@ -112,9 +112,10 @@ TORCH_LIBRARY(mmo1d, m) {
       "oriented_dwconv1d_backward_weight_bias(Tensor grad_output, Tensor input, Tensor weight, "
       "Tensor theta, int stride, bool floor_rounding) -> (Tensor, Tensor)");
   // The kernel path a call takes on input's device ("forward", "backward_input" or
-  // "backward_weight"): a debugging and testing aid, see mmo1d.ops.oriented_dwconv1d_path.
+  // "backward_weight") with a rounding of either op ('trunc', 'floor', 'bilinear', 'gaussian' with
+  // this radius): a debugging and testing aid, see mmo1d.ops.oriented_dwconv1d_path.
   m.def(
-      "oriented_dwconv1d_path(Tensor input, Tensor weight, Tensor theta, int stride, bool floor_rounding, "
+      "oriented_dwconv1d_path(Tensor input, Tensor weight, Tensor theta, int stride, str rounding, float radius, "
       "str direction) -> str");
 }
 

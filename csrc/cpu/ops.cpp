@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "../interp.h"
 #include "../oriented_dwconv1d.h"
 #include "kernels.h"
 #include "plan.h"
@@ -107,9 +108,10 @@ at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& 
 }
 
 std::string path_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
-                     bool floor_rounding, c10::string_view pass) {
+                     c10::string_view rounding, double radius, c10::string_view pass) {
   check_path_args(input, weight, stride);
   check_forward_args(input, weight, theta, c10::nullopt, stride);
+  if (rounding != "trunc" && rounding != "floor") make_interp_spec(rounding, 1.0, radius);  // checks them
   TORCH_CHECK(pass == "forward" || pass == "backward_input" || pass == "backward_weight",
               "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or 'backward_weight', got '",
               std::string(pass), "'");

@@ -12,18 +12,24 @@ namespace cuda {
 
 namespace {
 
-// Whether family F has kernels for scalar_t (only the general family takes float64: the others
+// Whether family F has kernels for scalar_t (only the general families take float64: the others
 // accumulate in float32).
 template <typename F, typename scalar_t>
 constexpr bool takes() {
   return F::kFloat64 || !std::is_same_v<scalar_t, double>;
 }
 
+// Whether family F serves the kind of taps of the call: interpolated or rounded.
+template <typename F>
+bool serves(const Problem& p) {
+  return F::kInterp == (p.interp != nullptr);
+}
+
 template <typename scalar_t, int I, typename F, typename... Rest>
 bool plan_from(const Problem& p, Pass pass, Plan* plan) {
   if constexpr (takes<F, scalar_t>()) {
     Plan candidate;
-    if (F::template plan<scalar_t>(p, pass, &candidate)) {
+    if (serves<F>(p) && F::template plan<scalar_t>(p, pass, &candidate)) {
       *plan = candidate;
       plan->family = I;
       return true;
@@ -75,7 +81,7 @@ template <typename scalar_t>
 Plan plan_call(const Problem& p, Pass pass) {
   Plan plan;
   TORCH_CHECK(plan_any<scalar_t>(p, pass, &plan, Families{}),
-              "oriented_dwconv1d: no kernel family serves this call");  // the general family raises first
+              "oriented_dwconv1d: no kernel family serves this call");  // the general families raise first
   return plan;
 }
 

@@ -1,6 +1,7 @@
 // The kernel families of the CUDA op, and their order: for each call dispatch.cu runs the first
-// family of FamilyList whose plan succeeds, so faster, narrower families come first and the
-// general family, which serves every call, comes last. A new family is a header with its kernels,
+// family of FamilyList that serves its kind of taps (rounded or interpolated) and whose plan
+// succeeds, so faster, narrower families come first and the general family, which serves every
+// rounded call, comes last. A new family is a header with its kernels,
 // a launcher (.cu) that defines its plan and run, and one MMO1D_FAMILY line and list entry here.
 #pragma once
 
@@ -9,29 +10,33 @@
 namespace mmo1d {
 namespace cuda {
 
-//           name             float64  fused bias grad  paths
+//           name        float64  fused bias grad  interpolated  paths
 // Channels_last polyphase stride-2 forward (stride2.cu).
-MMO1D_FAMILY(S2Gather, false, false, "s2_nhwc")
+MMO1D_FAMILY(S2Gather, false, false, false, "s2_nhwc")
 // Channels_last segment windows: stride-1 gathers, the stride-2 input gradient per parity class
 // (nhwc_window.cu).
-MMO1D_FAMILY(WinGather, false, false, "win_nhwc", "win_classes_nhwc")
+MMO1D_FAMILY(WinGather, false, false, false, "win_nhwc", "win_classes_nhwc")
 // Channels_last vector gather for any C, stride 1 (nhwc_vec.cu).
-MMO1D_FAMILY(VecGather, false, false, "vec_nhwc")
+MMO1D_FAMILY(VecGather, false, false, false, "vec_nhwc")
 // NCHW segment windows, stride 1 (nchw_fast.cu).
-MMO1D_FAMILY(SegGather, false, false, "seg_nchw")
+MMO1D_FAMILY(SegGather, false, false, false, "seg_nchw")
 // Channels_last weight gradient at stride 1 and, per parity class, 2 (nhwc_vec.cu).
-MMO1D_FAMILY(VecWgrad, false, true, "vec_wgrad_nhwc", "vec_wgrad_classes_nhwc")
+MMO1D_FAMILY(VecWgrad, false, true, false, "vec_wgrad_nhwc", "vec_wgrad_classes_nhwc")
 // NCHW weight gradient, stride 1 (nchw_fast.cu).
-MMO1D_FAMILY(SegWgrad, false, false, "seg_wgrad_nchw")
+MMO1D_FAMILY(SegWgrad, false, false, false, "seg_wgrad_nchw")
+// Interpolated taps ('bilinear', 'gaussian'), every dtype, stride, K and layout: the general kernels
+// on the taps' samples, and the angle gradient (interp.cu).
+MMO1D_FAMILY(Interp, true, false, true, "interp_gather_nchw", "interp_gather_nhwc", "interp_wgrad_nchw",
+             "interp_wgrad_nhwc")
 // Every dtype, stride, K and layout: gathers and weight gradients (general.cu).
-MMO1D_FAMILY(General, true, false, "gather_nchw", "gather_nhwc", "wgrad_nchw", "wgrad_nhwc")
+MMO1D_FAMILY(General, true, false, false, "gather_nchw", "gather_nhwc", "wgrad_nchw", "wgrad_nhwc")
 
 template <typename... F>
 struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

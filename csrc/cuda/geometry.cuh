@@ -15,6 +15,7 @@ struct GatherGeometry {
   int sign;        // +1 forward, -1 input gradient
   int TH, TW;      // output tile
   int tiles_w, tiles;
+  int P;  // bound of |dh| and |dw| over the table's points (K / 2 for rounded taps); K: table row length
 };
 
 struct FastGeometry {

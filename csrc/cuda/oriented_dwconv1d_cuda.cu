@@ -31,70 +31,13 @@
 #include <string>
 
 #include "../oriented_dwconv1d.h"
-#include "plan.cuh"
+#include "entry.cuh"
 #include "table_cache.cuh"
 
 namespace mmo1d {
 namespace cuda {
 
 namespace {
-
-bool aligned16(const at::Tensor& t) {
-  return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
-}
-
-// What every entry point does first: the arguments' checks (grad_output when given), a device
-// guard, and the layout the kernels compute in.
-struct Entry {
-  c10::cuda::CUDAGuard guard;
-  at::MemoryFormat fmt;
-  Entry(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-        const c10::optional<at::Tensor>& bias, int64_t stride, const at::Tensor* grad_output)
-      : guard(check(input, weight, theta, bias, stride, grad_output)), fmt(output_memory_format(input)) {}
-
-  static c10::Device check(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                           const c10::optional<at::Tensor>& bias, int64_t stride, const at::Tensor* grad_output) {
-    check_forward_args(input, weight, theta, bias, stride);
-    TORCH_CHECK(input.is_cuda(), "oriented_dwconv1d (CUDA kernel): input is on ", input.device());
-    if (grad_output != nullptr) {
-      TORCH_CHECK(grad_output->is_cuda(), "oriented_dwconv1d (CUDA kernel): grad_output is on ", grad_output->device());
-      check_grad_output(*grad_output, input, stride);
-    }
-    return input.device();
-  }
-};
-
-// The call's problem: x (N, C, H, W) in its layout, whose sizes the kernels index with int.
-Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::MemoryFormat fmt, bool aligned,
-                     const at::Tensor& theta, bool floor_rounding) {
-  const int64_t limit = INT_MAX / 4;
-  TORCH_CHECK(x.size(1) <= limit && x.size(2) <= limit && x.size(3) <= limit && K <= limit && stride <= limit,
-              "oriented_dwconv1d: input ", shape_str(x), " with K=", std::to_string(K), " and stride ",
-              std::to_string(stride), " exceeds the CUDA kernels' index range (each size at most ",
-              std::to_string(limit), ")");
-  return Problem{x.size(0),
-                 x.size(1),
-                 x.size(2),
-                 x.size(3),
-                 static_cast<int>(K),
-                 static_cast<int>(stride),
-                 fmt == at::MemoryFormat::ChannelsLast,
-                 aligned,
-                 static_cast<int64_t>(x.nbytes()),
-                 &theta,
-                 floor_rounding};
-}
-
-// Plans and runs one pass in the input's dtype; make_args(bias pointer) gives the call's Args.
-template <typename MakeArgs>
-void plan_and_run(const Problem& p, Pass pass, at::ScalarType dtype, const c10::optional<at::Tensor>& bias,
-                  MakeArgs make_args) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "oriented_dwconv1d_cuda", [&] {
-    const scalar_t* bp = bias.has_value() && bias->defined() ? bias->data_ptr<scalar_t>() : nullptr;
-    const Plan plan = plan_call<scalar_t>(p, pass);
-    run_call<scalar_t>(plan, make_args(bp));
-  });
-}
 
 at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
@@ -164,11 +107,12 @@ std::tuple<at::Tensor, at::Tensor> backward_weight_bias_cuda(const at::Tensor& g
   return {dw, db};
 }
 
-// The path a call with this input, weight, angles, stride and rounding takes in a pass ("forward",
-// "backward_input" or "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken
-// to be aligned as the input is.
+// The path a call with this input, weight, angles, stride and rounding ('trunc', 'floor',
+// 'bilinear' or 'gaussian' with this radius) takes in a pass ("forward", "backward_input" or
+// "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken to be aligned as
+// the input is.
 std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
-                      bool floor_rounding, c10::string_view pass) {
+                      c10::string_view rounding, double radius, c10::string_view pass) {
   check_path_args(input, weight, stride);
   const Entry e(input, weight, theta, c10::nullopt, stride, nullptr);
   const std::string which(pass);
@@ -182,8 +126,11 @@ std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, const a
                 "'backward_weight', got '", which, "'");
     ps = Pass::kWeightGrad;
   }
+  const bool rounded = rounding == "trunc" || rounding == "floor";
+  const InterpSpec spec = rounded ? InterpSpec{} : make_interp_spec(rounding, 1.0, radius);
   const at::Tensor x = input.contiguous(e.fmt);
-  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x), theta, floor_rounding);
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x), theta, rounding == "floor",
+                                 rounded ? nullptr : &spec);
   std::string name;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_path_cuda", [&] {
     const Plan plan = plan_call<scalar_t>(p, ps);

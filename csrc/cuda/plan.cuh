@@ -2,7 +2,8 @@
 // launch plan of the family that serves it.
 //
 // A family is a struct declared with MMO1D_FAMILY (families.cuh): the path names its plans carry,
-// whether it takes float64, whether its weight-gradient kernels also sum the bias gradient, and
+// whether it takes float64, whether its weight-gradient kernels also sum the bias gradient,
+// whether it serves the interpolated taps ('bilinear', 'gaussian') or the rounded ones, and
 //   template <typename T> static bool plan(const Problem&, Pass, Plan*);   // false: not its call
 //   template <typename T> static void run(const Plan&, const Args<T>&);
 // Its plan states its whole domain (pass, dtype, layout, stride, K, channel alignment, angles) and
@@ -19,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../interp.h"
 #include "geometry.cuh"
 #include "launch.cuh"
 
@@ -28,7 +30,8 @@ namespace cuda {
 enum class Pass { kForward, kInputGrad, kWeightGrad };
 
 // A call: the input x (N, C, H, W), K, the stride, the layout, whether every tensor the kernels
-// stream is 16-byte aligned, and the angles (theta on the device, float; their rounding).
+// stream is 16-byte aligned, and the angles (theta on the device, float; their rounding, or the
+// interpolation when `interp` is set).
 struct Problem {
   int64_t N, C, H, W;
   int K, stride;
@@ -36,6 +39,7 @@ struct Problem {
   int64_t x_bytes;
   const at::Tensor* theta;
   bool floor_rounding;
+  const InterpSpec* interp = nullptr;
 };
 
 struct Plan {
@@ -52,7 +56,8 @@ struct Plan {
 
 // The tensors and options of one call. Gathers (forward and input gradient): out = the gather of
 // src (x, sign +1, with bias; or dy, sign -1). Weight gradients: out = dw from x = src and dy, and
-// db (C values, when not null) the bias gradient.
+// db (C values, when not null) the bias gradient; for interpolated taps also dtheta (C values, in
+// theta's dtype) when not null.
 template <typename scalar_t>
 struct Args {
   const at::Tensor& src;
@@ -64,17 +69,20 @@ struct Args {
   bool floor_rounding = false, residual = false;
   const at::Tensor* dy = nullptr;
   at::Tensor* db = nullptr;
+  const InterpSpec* interp = nullptr;
+  at::Tensor* dtheta = nullptr;
 };
 
-#define MMO1D_FAMILY(Name, float64, fused_bias_grad, ...)      \
-  struct Name {                                                \
-    static constexpr bool kFloat64 = float64;                  \
-    static constexpr bool kFusedBiasGrad = fused_bias_grad;    \
-    static constexpr const char* kPaths[] = {__VA_ARGS__};     \
-    template <typename T>                                      \
-    static bool plan(const Problem& p, Pass pass, Plan* plan); \
-    template <typename T>                                      \
-    static void run(const Plan& plan, const Args<T>& a);       \
+#define MMO1D_FAMILY(Name, float64, fused_bias_grad, interp, ...) \
+  struct Name {                                                   \
+    static constexpr bool kFloat64 = float64;                     \
+    static constexpr bool kFusedBiasGrad = fused_bias_grad;       \
+    static constexpr bool kInterp = interp;                       \
+    static constexpr const char* kPaths[] = {__VA_ARGS__};        \
+    template <typename T>                                         \
+    static bool plan(const Problem& p, Pass pass, Plan* plan);    \
+    template <typename T>                                         \
+    static void run(const Plan& plan, const Args<T>& a);          \
   };
 
 // A family's plan and run for one dtype, and for every dtype the family takes.

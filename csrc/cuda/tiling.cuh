@@ -34,14 +34,14 @@ int64_t wgrad_fixed_bytes(int K, bool nhwc) {
 }
 
 inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc) {
-  return extent(g.TH, g.a, g.K / 2) * extent(g.TW, g.a, g.K / 2) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+  return extent(g.TH, g.a, g.P) * extent(g.TW, g.a, g.P) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
 }
 
-// Picks the output tile so that the worst-case (halo K/2) shared-memory tile stays within a soft
+// Picks the output tile so that the worst-case (halo P) shared-memory tile stays within a soft
 // budget that leaves room for several blocks per multiprocessor, or at least within `hard` (fixed
 // bytes included). Returns false when not even a single output fits.
 inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t fixed_bytes, int64_t hard_total) {
-  const int P = g.K / 2;
+  const int P = g.P;
   const int64_t hard = hard_total - fixed_bytes;
   const int64_t soft = std::min<int64_t>(hard, kGeneralBudget - fixed_bytes);
   const int64_t per_elem = static_cast<int64_t>(elem_bytes) * (nhwc ? kNhwcChannels : 1);

@@ -14,7 +14,12 @@ import torch
 from torch import Tensor, nn
 
 from ._ext import _C, ensure_cuda_kernels
+from .interp_reference import INTERPOLATIONS
 from .reference import ROUNDINGS
+
+# Every rounding of the op: the pixel roundings (angles fixed) and the interpolations (angles
+# differentiable).
+ALL_ROUNDINGS = ROUNDINGS + INTERPOLATIONS
 
 _ops = torch.ops.mmo1d
 
@@ -50,32 +55,68 @@ def _backward_weight_bias_fake(grad_output, input, weight, theta, stride, floor_
             torch.empty(input.shape[1:2], dtype=input.dtype, device=input.device))
 
 
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp')
+def _interp_forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, residual):
+    return _forward_fake(input, weight, theta, bias, stride, False, residual)
+
+
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp_backward_input')
+def _interp_backward_input_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, residual):
+    return _backward_input_fake(grad_output, input, weight, theta, stride, False, residual)
+
+
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp_backward_params')
+def _interp_backward_params_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, need_theta):
+    return (torch.empty(weight.shape, dtype=weight.dtype, device=weight.device),
+            torch.empty(theta.shape if need_theta else (0, ), dtype=theta.dtype, device=theta.device),
+            torch.empty(input.shape[1:2], dtype=input.dtype, device=input.device))
+
+
+def check_interp_args(rounding: str, sigma: float, radius: float) -> None:
+    """Errors for an interpolation's band: sigma > 0 and radius >= 1, finite (gaussian only)."""
+    if rounding == 'gaussian' and not (0 < sigma < math.inf and 1 <= radius < math.inf):
+        raise ValueError('oriented_dwconv1d: the gaussian band needs 0 < sigma and 1 <= radius (finite), '
+                         f'got sigma={sigma}, radius={radius}')
+
+
 def oriented_dwconv1d(input: Tensor,
                       weight: Tensor,
                       theta: Tensor,
                       bias: Optional[Tensor] = None,
                       stride: int = 1,
                       rounding: str = 'trunc',
-                      residual: bool = False) -> Tensor:
+                      residual: bool = False,
+                      sigma: float = 0.5,
+                      radius: float = 1.0) -> Tensor:
     """Depthwise convolution with a 1xK kernel turned to a per-channel angle.
 
     Args:
         input (Tensor): (N, C, H, W), float32/float64/float16/bfloat16, NCHW or channels_last
             (the output keeps the layout).
         weight (Tensor): (C, K) or (C, 1, 1, K) with K odd; same dtype as ``input``.
-        theta (Tensor): (C,) angles in radians (used as float32; no gradient).
+        theta (Tensor): (C,) angles in radians. With ``'trunc'`` and ``'floor'`` they are used as
+            float32 and get no gradient; with ``'bilinear'`` and ``'gaussian'`` they are used as
+            float32 (float64 for a float64 input) and get a gradient when they require one.
         bias (Tensor, optional): (C,). Default: None.
         stride (int): Stride along both axes, >= 1. Default: 1.
-        rounding (str): How tap offsets are rounded: ``'trunc'`` (toward zero, as the authors'
-            kernels and released weights) or ``'floor'`` (the paper's formula). Default: 'trunc'.
+        rounding (str): How a tap reads the input at its position ``(p*s - d sin(theta),
+            q*s + d cos(theta))``: rounded to a pixel, ``'trunc'`` (toward zero, as the authors'
+            kernels and released weights) or ``'floor'`` (the paper's formula); or interpolated,
+            ``'bilinear'`` (as ``grid_sample`` with ``align_corners=True`` and zero padding) or
+            ``'gaussian'`` (a normalised gaussian band, see :mod:`mmo1d.ops.interp_reference`).
+            Default: 'trunc'.
         residual (bool): Return ``input + bias + conv(input)`` (input sampled at the output
             pixels), the form used inside the "++" blocks. Default: False.
+        sigma (float): Width of the gaussian band, > 0 (``'gaussian'`` only). Default: 0.5.
+        radius (float): Radius of the gaussian band in pixels, >= 1 (``'gaussian'`` only).
+            Default: 1.
 
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
     """
-    if rounding not in ROUNDINGS:
-        raise ValueError(f'oriented_dwconv1d: rounding must be one of {ROUNDINGS}, got {rounding!r}')
+    if rounding not in ALL_ROUNDINGS:
+        raise ValueError(f'oriented_dwconv1d: rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
+    check_interp_args(rounding, sigma, radius)
     if isinstance(stride, bool) or not isinstance(stride, int):
         raise ValueError(f'oriented_dwconv1d: stride must be an int, got {stride!r}')
     if weight.dim() == 4:
@@ -85,6 +126,9 @@ def oriented_dwconv1d(input: Tensor,
         weight = weight.flatten(1)
     if input.is_cuda:
         ensure_cuda_kernels()
+    if rounding in INTERPOLATIONS:
+        return _ops.oriented_dwconv1d_interp(input, weight, theta, bias, stride, rounding, float(sigma),
+                                             float(radius), residual)
     return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding == 'floor', residual)
 
 
@@ -96,7 +140,8 @@ def oriented_dwconv1d_path(input: Tensor,
                            stride: int = 1,
                            pass_: str = 'forward',
                            theta: Optional[Tensor] = None,
-                           rounding: str = 'trunc') -> str:
+                           rounding: str = 'trunc',
+                           radius: float = 1.0) -> str:
     """The kernel path a call of :func:`oriented_dwconv1d` takes, without running it.
 
     On CUDA the dispatcher picks, per call, the first kernel family (in the order of
@@ -113,7 +158,9 @@ def oriented_dwconv1d_path(input: Tensor,
         pass_ (str): ``'forward'``, ``'backward_input'`` or ``'backward_weight'``.
         theta (Tensor, optional): The call's angles, (C,) on input's device. Default: the 8
             directions the models use, ``oriented_angles(C)``.
-        rounding (str): ``'trunc'`` or ``'floor'``. Default: ``'trunc'``.
+        rounding (str): One of ``'trunc'``, ``'floor'``, ``'bilinear'``, ``'gaussian'``.
+            Default: ``'trunc'``.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
 
     Returns:
         str: ``'cpu'`` on the CPU; on CUDA one of :func:`oriented_dwconv1d_paths` (with
@@ -121,15 +168,15 @@ def oriented_dwconv1d_path(input: Tensor,
     """
     if pass_ not in PASSES:
         raise ValueError(f'oriented_dwconv1d_path: pass_ must be one of {PASSES}, got {pass_!r}')
-    if rounding not in ROUNDINGS:
-        raise ValueError(f'oriented_dwconv1d_path: rounding must be one of {ROUNDINGS}, got {rounding!r}')
+    if rounding not in ALL_ROUNDINGS:
+        raise ValueError(f'oriented_dwconv1d_path: rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
     if weight.dim() == 4:
         weight = weight.flatten(1)
     if theta is None:
         theta = oriented_angles(input.shape[1] if input.dim() == 4 else 1).to(input.device)
     if input.is_cuda:
         ensure_cuda_kernels()
-    return _ops.oriented_dwconv1d_path(input, weight, theta, stride, rounding == 'floor', pass_)
+    return _ops.oriented_dwconv1d_path(input, weight, theta, stride, rounding, float(radius), pass_)
 
 
 def oriented_dwconv1d_paths() -> List[str]:
@@ -170,19 +217,26 @@ def oriented_angles(channels: int, directions: int = 8, offset: float = 0.0) -> 
 class OrientedDWConv1d(nn.Module):
     """Depthwise 1xK convolution turned to per-channel angles.
 
-    The angles (``theta``, radians) are a float32 buffer, not a parameter: they are fixed by
-    ``directions`` and ``angle_offset``, saved in the state dict, and stay float32 when the module
-    is cast to another dtype.
+    The angles (``theta``, radians, float32) are set by ``directions`` and ``angle_offset``. With
+    fixed angles they are a buffer; with ``learnable_angles=True`` (which needs an interpolating
+    ``rounding``, ``'bilinear'`` or ``'gaussian'``) they are an ``nn.Parameter`` that training
+    updates. Either way they are saved in the state dict as ``theta`` and stay float32 when the
+    module is cast to another dtype.
 
     Args:
         channels (int): Number of input and output channels.
         kernel_size (int): Odd kernel length K.
         stride (int): Stride. Default: 1.
         bias (bool): Learn a per-channel bias. Default: True.
-        directions (int): Number of directions D. Default: 8.
+        directions (int): Number of directions D (``channels`` gives every channel its own angle).
+            Default: 8.
         angle_offset (float): Rotation of all angles, in turns of 180 degrees. Default: 0.
-        rounding (str): ``'trunc'`` or ``'floor'``. Default: ``'trunc'``.
+        rounding (str): ``'trunc'``, ``'floor'``, ``'bilinear'`` or ``'gaussian'``
+            (:func:`oriented_dwconv1d`). Default: ``'trunc'``.
         residual (bool): Compute ``x + b + conv(x)``. Default: False.
+        learnable_angles (bool): Make ``theta`` a parameter. Default: False.
+        sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
     """
 
     def __init__(self,
@@ -193,14 +247,21 @@ class OrientedDWConv1d(nn.Module):
                  directions: int = 8,
                  angle_offset: float = 0.0,
                  rounding: str = 'trunc',
-                 residual: bool = False) -> None:
+                 residual: bool = False,
+                 learnable_angles: bool = False,
+                 sigma: float = 0.5,
+                 radius: float = 1.0) -> None:
         super().__init__()
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f'kernel_size must be odd and positive, got {kernel_size}')
         if stride < 1:
             raise ValueError(f'stride must be >= 1, got {stride}')
-        if rounding not in ROUNDINGS:
-            raise ValueError(f'rounding must be one of {ROUNDINGS}, got {rounding!r}')
+        if rounding not in ALL_ROUNDINGS:
+            raise ValueError(f'rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
+        if learnable_angles and rounding not in INTERPOLATIONS:
+            raise ValueError(f'learnable_angles needs an interpolating rounding {INTERPOLATIONS}: with '
+                             f'{rounding!r} the angles get no gradient')
+        check_interp_args(rounding, sigma, radius)
         self.channels = channels
         self.kernel_size = kernel_size
         self.stride = stride
@@ -208,9 +269,16 @@ class OrientedDWConv1d(nn.Module):
         self.angle_offset = angle_offset
         self.rounding = rounding
         self.residual = residual
+        self.learnable_angles = learnable_angles
+        self.sigma = float(sigma)
+        self.radius = float(radius)
         self.weight = nn.Parameter(torch.empty(channels, 1, 1, kernel_size))
         self.bias = nn.Parameter(torch.empty(channels)) if bias else None
-        self.register_buffer('theta', oriented_angles(channels, directions, angle_offset))
+        theta = oriented_angles(channels, directions, angle_offset)
+        if learnable_angles:
+            self.theta = nn.Parameter(theta)
+        else:
+            self.register_buffer('theta', theta)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -221,16 +289,22 @@ class OrientedDWConv1d(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def _apply(self, fn, recurse=True):
-        # Angles are float32 constants: follow the module's device, never its dtype.
-        theta = self.theta
+        # Angles are float32 constants or parameters: follow the module's device, never its dtype
+        # (their values are restored, not cast back, so a cast loses no precision).
+        theta = self.theta.detach()
         super()._apply(fn, recurse)
-        self.theta = theta.to(self.theta.device)
+        if self.theta.dtype != theta.dtype:
+            restored = theta.to(self.theta.device)
+            if isinstance(self.theta, nn.Parameter):
+                self.theta.data = restored
+            else:
+                self.theta = restored
         return self
 
     def forward(self, x: Tensor) -> Tensor:
         """(N, C, H, W) -> (N, C, ceil(H / stride), ceil(W / stride))."""
-        return oriented_dwconv1d(x, self.weight, self.theta, self.bias, self.stride, self.rounding,
-                                 self.residual)
+        return oriented_dwconv1d(x, self.weight, self.theta, self.bias, self.stride, self.rounding, self.residual,
+                                 self.sigma, self.radius)
 
     def extra_repr(self) -> str:
         s = (f'{self.channels}, kernel_size={self.kernel_size}, stride={self.stride}, '
@@ -239,6 +313,10 @@ class OrientedDWConv1d(nn.Module):
             s += ', bias=False'
         if self.rounding != 'trunc':
             s += f', rounding={self.rounding!r}'
+        if self.rounding == 'gaussian':
+            s += f', sigma={self.sigma}, radius={self.radius}'
+        if self.learnable_angles:
+            s += ', learnable_angles=True'
         if self.residual:
             s += ', residual=True'
         return s

@@ -82,5 +82,7 @@ def test_path_list_comes_from_the_compiled_families():
         assert paths == []
         return
     assert len(paths) == len(set(paths)) and all(p and '+' not in p for p in paths)
-    # The general family serves every call, so the dispatcher tries it last.
+    # The general family serves every rounded call, so the dispatcher tries it last; the
+    # interpolated family serves the interpolated calls (learnable angles).
     assert paths[-4:] == ['gather_nchw', 'gather_nhwc', 'wgrad_nchw', 'wgrad_nhwc']
+    assert {'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw', 'interp_wgrad_nhwc'} <= set(paths)

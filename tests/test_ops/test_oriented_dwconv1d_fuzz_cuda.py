@@ -4,12 +4,14 @@ Shapes are drawn from what the models meet downstream: ImageNet 224/256/384 inpu
 crops and slide-inference windows, COCO multi-scale images (480-800 short side, up to 1333 long
 side), the 1D stems' planes at each of those sizes (stride 2, K = 15 or 31), every stage's plane of
 the T/B/L models (C and 4C channels, stride 1), odd sizes, N 1-16, C 3-6144 aligned or not, K odd
-1-63, strides 1-3, float32/float16/bfloat16/float64 x NCHW/channels_last/non-contiguous; forward,
-input and weight gradients. Every kernel path of the dispatcher appears in the quick set (checked
-through ``oriented_dwconv1d_path``).
+1-63, strides 1-3, float32/float16/bfloat16/float64 x NCHW/channels_last/non-contiguous, the four
+roundings (the interpolated ones with learnable angles); forward, input, weight and angle
+gradients. Every kernel path of the dispatcher appears in the quick set (checked through
+``oriented_dwconv1d_path``).
 
-The oracle is the reference op (``mmo1d.ops.reference``) and its autograd in float64 on the GPU; the
-same computation on absolute values bounds the rounding error of each element.
+The oracle is the reference op (``mmo1d.ops.reference``, ``mmo1d.ops.interp_reference``) and its
+autograd in float64 on the GPU; the same computation on absolute values bounds the rounding error
+of each element (the angle's gradient, a sum of terms of both signs, is compared by its norm).
 
 ``MMO1D_FUZZ=long`` runs the long set (about ten times as many shapes).
 """
@@ -28,6 +30,7 @@ from mmo1d.ops import (
     oriented_dwconv1d_paths,
     oriented_dwconv1d_reference,
 )
+from mmo1d.ops.interp_reference import INTERPOLATIONS, oriented_dwconv1d_interp_reference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 
@@ -42,6 +45,12 @@ PASSES = ('forward', 'backward_input', 'backward_weight')
 VIA_COPIES = ('gather_nchw+nchw_copies', 'wgrad_nchw+nchw_copies')
 # Elements of the reference's (N, C, K, H', W') gather per case: large planes get fewer images.
 MAX_TAPS = 300_000_000
+# The gaussian band of the interpolated cases (no pixel on its edge: the radius is not an integer)
+# and the samples per tap the interpolated reference gathers.
+SIGMA, RADIUS = 0.6, 1.2
+SAMPLES = {'trunc': 1, 'floor': 1, 'bilinear': 4, 'gaussian': (2 * math.ceil(RADIUS) + 2)**2}
+# Relative error (to the norm) allowed in the angle's gradient.
+THETA_RTOL = {torch.float64: 1e-9, torch.float32: 2e-3, torch.float16: 2e-3, torch.bfloat16: 2e-3}
 
 
 class Case(NamedTuple):
@@ -60,7 +69,7 @@ class Case(NamedTuple):
     @property
     def id(self) -> str:
         dt = str(self.dtype).replace('torch.', '')
-        extra = ('-res' if self.residual else '') + ('-floor' if self.rounding == 'floor' else '')
+        extra = ('-res' if self.residual else '') + ('' if self.rounding == 'trunc' else f'-{self.rounding}')
         return f'{self.n}x{self.c}x{self.h}x{self.w}-k{self.k}-s{self.stride}-{dt}-{self.layout}{extra}'
 
 
@@ -77,8 +86,9 @@ def _clamp_n(rng: random.Random, c: int, h: int, w: int, k: int, stride: int, n_
 
 
 def _common(rng: random.Random) -> dict:
-    return dict(dtype=rng.choice(DTYPES), layout=rng.choice(LAYOUTS), residual=rng.random() < 0.3,
-                rounding='floor' if rng.random() < 0.2 else 'trunc')
+    r = rng.random()
+    rounding = 'floor' if r < 0.15 else 'bilinear' if r < 0.3 else 'gaussian' if r < 0.4 else 'trunc'
+    return dict(dtype=rng.choice(DTYPES), layout=rng.choice(LAYOUTS), residual=rng.random() < 0.3, rounding=rounding)
 
 
 def stem_case(rng: random.Random, seed: int) -> Case:
@@ -129,6 +139,13 @@ ANCHORS = [
     # Stage 1 of the T models on an ADE20K crop (C and the ++ blocks' 4C), float16 channels_last.
     Case(2, 96, 128, 128, 31, 1, torch.float16, 'channels_last', False, 'trunc', 14),
     Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 15),
+    # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
+    # and float64 with a long kernel (channels_last through NCHW copies).
+    Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),
+    Case(2, 96, 56, 56, 31, 1, torch.float16, 'channels_last', False, 'gaussian', 17),
+    Case(2, 64, 40, 33, 15, 2, torch.float32, 'nchw', False, 'bilinear', 18),
+    Case(2, 24, 40, 33, 31, 3, torch.float16, 'nchw', True, 'gaussian', 19),
+    Case(1, 24, 30, 31, 63, 1, torch.float64, 'channels_last', False, 'gaussian', 20),
 ]
 
 
@@ -163,27 +180,38 @@ def make_tensors(case: Case, device: str = 'cuda'):
     return x, weight, theta.to(device), bias, grad
 
 
-def oracle(x, weight, theta, bias, grad, stride, rounding, residual):
-    """Output, input gradient and weight gradient of the reference op in float64 (on the GPU).
+def reference(x, weight, theta, bias, stride, rounding, residual):
+    """The reference op of either kind of rounding, in float64."""
+    if rounding not in INTERPOLATIONS:
+        return oriented_dwconv1d_reference(x, weight, theta, bias, stride, rounding, residual)
+    out = oriented_dwconv1d_interp_reference(x, weight, theta, bias, stride, rounding, SIGMA, RADIUS)
+    return out + x[:, :, ::stride, ::stride] if residual else out
 
-    Channels are independent: the reference runs on groups of channels whose (N, C, K, H', W')
+
+def oracle(x, weight, theta, bias, grad, stride, rounding, residual):
+    """Output, input, weight and (interpolations) angle gradients of the reference op in float64 (on
+    the GPU).
+
+    Channels are independent: the reference runs on groups of channels whose (N, C, K, H', W', M)
     gather stays within MAX_TAPS elements.
     """
     n, c, h, w = x.shape
     k = weight.shape[1]
-    step = max(1, MAX_TAPS // max(1, n * k * -(-h // stride) * -(-w // stride)))
-    outs, dxs, dws = [], [], []
+    step = max(1, MAX_TAPS // max(1, n * k * SAMPLES[rounding] * -(-h // stride) * -(-w // stride)))
+    outs, dxs, dws, dts = [], [], [], []
     for c0 in range(0, c, step):
         sl = slice(c0, c0 + step)
         xs = x[:, sl].detach().double().requires_grad_()
         ws = weight[sl].detach().double().requires_grad_()
+        ts = theta[sl].detach().double().requires_grad_(rounding in INTERPOLATIONS)
         bs = None if bias is None else bias[sl].detach().double()
-        out = oriented_dwconv1d_reference(xs, ws, theta[sl], bs, stride, rounding, residual)
-        dx, dw = torch.autograd.grad(out, [xs, ws], grad[:, sl].double())
+        out = reference(xs, ws, ts, bs, stride, rounding, residual)
+        grads = torch.autograd.grad(out, [xs, ws] + ([ts] if ts.requires_grad else []), grad[:, sl].double())
         outs.append(out.detach())
-        dxs.append(dx)
-        dws.append(dw)
-    return torch.cat(outs, 1), torch.cat(dxs, 1), torch.cat(dws, 0)
+        dxs.append(grads[0])
+        dws.append(grads[1])
+        dts.append(grads[2] if ts.requires_grad else None)
+    return torch.cat(outs, 1), torch.cat(dxs, 1), torch.cat(dws, 0), None if dts[0] is None else torch.cat(dts)
 
 
 def assert_close(name: str, out: torch.Tensor, ref: torch.Tensor, scale: torch.Tensor, terms: int,
@@ -205,19 +233,28 @@ def assert_close(name: str, out: torch.Tensor, ref: torch.Tensor, scale: torch.T
 @pytest.mark.parametrize('case', CASES, ids=[c.id for c in CASES])
 def test_fuzz_matches_dense_oracle(case: Case):
     x, weight, theta, bias, grad = make_tensors(case)
+    interp = case.rounding in INTERPOLATIONS
     xr = x.detach().requires_grad_()
     wr = weight.detach().requires_grad_()
-    out = oriented_dwconv1d(xr, wr, theta, bias, case.stride, case.rounding, case.residual)
-    dx, dw = torch.autograd.grad(out, [xr, wr], grad)
+    tr = theta.detach().requires_grad_(interp)
+    out = oriented_dwconv1d(xr, wr, tr, bias, case.stride, case.rounding, case.residual, SIGMA, RADIUS)
+    grads = torch.autograd.grad(out, [xr, wr] + ([tr] if interp else []), grad)
     torch.cuda.synchronize()
-    ref_out, ref_dx, ref_dw = oracle(x, weight, theta, bias, grad, case.stride, case.rounding, case.residual)
+    ref_out, ref_dx, ref_dw, ref_dt = oracle(x, weight, theta, bias, grad, case.stride, case.rounding, case.residual)
     # The same computation on absolute values bounds every element's rounding error.
-    abs_out, abs_dx, abs_dw = oracle(x.abs(), weight.abs(), theta, None if bias is None else bias.abs(), grad.abs(),
-                                     case.stride, case.rounding, case.residual)
+    abs_out, abs_dx, abs_dw, _ = oracle(x.abs(), weight.abs(), theta, None if bias is None else bias.abs(),
+                                        grad.abs(), case.stride, case.rounding, case.residual)
     terms_dw = case.n * (-(-case.h // case.stride)) * (-(-case.w // case.stride))
-    assert_close('output', out, ref_out, abs_out, case.k + 2, case.dtype)
-    assert_close('grad_input', dx, ref_dx, abs_dx, case.k + 1, case.dtype)
-    assert_close('grad_weight', dw, ref_dw, abs_dw, terms_dw, case.dtype)
+    samples = SAMPLES[case.rounding]
+    assert_close('output', out, ref_out, abs_out, case.k * samples + 2, case.dtype)
+    assert_close('grad_input', grads[0], ref_dx, abs_dx, case.k * samples + 1, case.dtype)
+    assert_close('grad_weight', grads[1], ref_dw, abs_dw, terms_dw * samples, case.dtype)
+    if interp:
+        dt = grads[2]
+        assert dt.dtype == torch.float32 and torch.isfinite(dt).all()
+        err = ((dt.double() - ref_dt).norm() / ref_dt.norm().clamp_min(1e-30)).item()
+        assert err < THETA_RTOL[case.dtype], f'grad_theta: relative error {err:.3g}'
+    dx = grads[0]
     fmt = torch.channels_last if case.layout == 'channels_last' else torch.contiguous_format
     assert out.is_contiguous(memory_format=fmt) and dx.is_contiguous(memory_format=fmt)
 
@@ -227,7 +264,7 @@ def test_every_path_is_in_the_quick_set():
     seen = set()
     for case in CASES:
         x, weight, theta, _, _ = make_tensors(case)
-        seen.update(oriented_dwconv1d_path(x, weight, case.stride, p, theta, case.rounding) for p in PASSES)
+        seen.update(oriented_dwconv1d_path(x, weight, case.stride, p, theta, case.rounding, RADIUS) for p in PASSES)
     families = set(oriented_dwconv1d_paths())
     missing = sorted(families - {p.split('+')[0] for p in seen} | set(VIA_COPIES) - seen)
     unknown = sorted({p.split('+')[0] for p in seen} - families)
@@ -251,5 +288,10 @@ def test_path_query_follows_the_domains():
     assert path(64, 56, 31, 2, torch.float32, 'nchw') == 'gather_nchw'
     assert path(64, 56, 31, 1, torch.float64, 'channels_last') == 'gather_nhwc'
     assert path(64, 56, 31, 3, torch.float32, 'channels_last', 'backward_weight') == 'wgrad_nhwc'
+    x = torch.randn(2, 64, 56, 56, device='cuda', dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(64, 31, device='cuda', dtype=torch.bfloat16)
+    assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian') == 'interp_wgrad_nhwc'
+    assert oriented_dwconv1d_path(x.contiguous(), w, 2, 'backward_input', rounding='bilinear') == 'interp_gather_nchw'
     with pytest.raises(ValueError, match='pass_ must be'):
         path(64, 56, 31, 1, torch.float32, 'nchw', 'sideways')

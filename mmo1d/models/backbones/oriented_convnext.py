@@ -36,8 +36,9 @@ class OrientedConvNeXt(BaseModule):
       patchify stem.
 
     Angles: D contiguous groups of channels spread over 180 degrees; with layer-wise rotation the
-    blocks of odd index within a stage are turned by 90 degrees. They are buffers (``theta``),
-    never parameters.
+    blocks of odd index within a stage are turned by 90 degrees. They are buffers (``theta``) with
+    the pixel roundings; with an interpolating rounding and ``learnable_angles=True`` they are
+    parameters (``theta``) that training turns.
 
     Args:
         arch (str | dict): ``'tiny'``, ``'small'``, ``'base'``, ``'large'`` or a dict with
@@ -64,6 +65,13 @@ class OrientedConvNeXt(BaseModule):
         frozen_stages (int): Freeze (no gradient, eval mode) the first ``frozen_stages`` stages
             and their downsampling layers (stage 0's is the stem). Default: 0.
         with_cp (bool): Activation checkpointing of every block. Default: False.
+        rounding (str): How every oriented convolution reads its taps: ``'trunc'`` (the paper's
+            models), ``'floor'``, ``'bilinear'`` or ``'gaussian'`` (see
+            :func:`mmo1d.ops.oriented_dwconv1d`). Default: 'trunc'.
+        learnable_angles (bool): Every oriented convolution learns its angles (needs
+            ``'bilinear'`` or ``'gaussian'``). Default: False.
+        sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
         init_cfg (dict | list[dict], optional): Initialisation; None gives the default,
             ``default_init_cfg``: truncated normal (std 0.02, zero bias) for convolutions and
             Linear layers, ones / zeros for LayerNorms.
@@ -112,6 +120,10 @@ class OrientedConvNeXt(BaseModule):
                  gap_before_final_norm: bool = True,
                  frozen_stages: int = 0,
                  with_cp: bool = False,
+                 rounding: str = 'trunc',
+                 learnable_angles: bool = False,
+                 sigma: float = 0.5,
+                 radius: float = 1.0,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg=self.default_init_cfg if init_cfg is None else init_cfg)
         self.depths, self.channels = self._parse_arch(arch)
@@ -130,6 +142,12 @@ class OrientedConvNeXt(BaseModule):
         self.frozen_stages = frozen_stages
         self.directions = directions
         self.layer_rotation = layer_rotation
+        self.rounding = rounding
+        self.learnable_angles = learnable_angles
+        oriented_cfg = dict(rounding=rounding, learnable_angles=learnable_angles, sigma=sigma, radius=radius)
+        if variant == '2d' and (rounding != 'trunc' or learnable_angles):
+            raise ValueError("variant '2d' has no oriented convolution: rounding and learnable_angles do "
+                             'not apply to it')
 
         oriented_first = variant in ('1d', '1dpp')
         self.downsample_layers = nn.ModuleList()
@@ -139,7 +157,7 @@ class OrientedConvNeXt(BaseModule):
             self.stem_kernel_size = stem_kernel_size
             self.downsample_layers.append(
                 DepthwiseOrientedStem(in_channels, stem_channels, self.channels[0], stem_kernel_size,
-                                      directions))
+                                      directions, oriented_cfg))
         else:
             self.stem_kernel_size = None
             self.downsample_layers.append(patchify_stem(in_channels, self.channels[0]))
@@ -165,7 +183,8 @@ class OrientedConvNeXt(BaseModule):
                         angle_offset=0.5 if layer_rotation and j % 2 == 1 else 0.0,
                         drop_path_rate=dpr[block_idx + j],
                         layer_scale_init_value=layer_scale_init_value,
-                        with_cp=with_cp) for j in range(self.depths[i])
+                        with_cp=with_cp,
+                        oriented_cfg=oriented_cfg) for j in range(self.depths[i])
                 ]))
             block_idx += self.depths[i]
             if i in self.out_indices:

@@ -84,6 +84,9 @@ class OrientedConvNeXtBlock(BaseModule):
             removes it. Default: 1e-6.
         with_cp (bool): Recompute the block in the backward pass (activation checkpointing)
             to save memory. Default: False.
+        oriented_cfg (dict, optional): Further arguments of every oriented convolution of the block
+            (:class:`mmo1d.ops.OrientedDWConv1d`: ``rounding``, ``learnable_angles``, ``sigma``,
+            ``radius``). Default: None.
         init_cfg (dict, optional): Initialisation config. Default: None.
     """
 
@@ -98,14 +101,16 @@ class OrientedConvNeXtBlock(BaseModule):
                  drop_path_rate: float = 0.0,
                  layer_scale_init_value: float = 1e-6,
                  with_cp: bool = False,
+                 oriented_cfg: Optional[dict] = None,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
+        oriented_cfg = oriented_cfg or {}
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f'kernel_size must be odd and positive, got {kernel_size}')
         self.with_cp = with_cp
         if oriented:
             self.depthwise_conv = OrientedDWConv1d(
-                channels, kernel_size, directions=directions, angle_offset=angle_offset)
+                channels, kernel_size, directions=directions, angle_offset=angle_offset, **oriented_cfg)
         else:
             self.depthwise_conv = DepthwiseConv2d(channels, kernel_size)
         self.norm = LayerNorm(channels, eps=1e-6, autocast_output=True)
@@ -113,7 +118,7 @@ class OrientedConvNeXtBlock(BaseModule):
         self.pointwise_conv1 = nn.Linear(channels, hidden)
         self.act = nn.GELU()
         self.mid_conv = None if mid_kernel_size is None else OrientedDWConv1d(
-            hidden, mid_kernel_size, directions=directions, angle_offset=angle_offset, residual=True)
+            hidden, mid_kernel_size, directions=directions, angle_offset=angle_offset, residual=True, **oriented_cfg)
         self.pointwise_conv2 = nn.Linear(hidden, channels)
         self.gamma = nn.Parameter(torch.full((channels, ), float(layer_scale_init_value))) \
             if layer_scale_init_value > 0 else None

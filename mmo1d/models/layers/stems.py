@@ -4,7 +4,7 @@ Kirchmeyer & Deng, "Convolutional Networks with Oriented 1D Kernels", ICCV 2023,
 the 1D and 1D++ models replace ConvNeXt's 4x4 patchify stem by a "depthwise 1D stem" built from
 oriented 1D depthwise convolutions; the 2D and 2D++ models keep the patchify stem.
 """
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
@@ -53,6 +53,8 @@ class DepthwiseOrientedStem(nn.Module):
         out_channels (int): Output channels C1.
         kernel_size (int): Oriented kernel length K (31 for 1D, 15 for 1D++).
         directions (int): Number of directions D. Default: 8.
+        oriented_cfg (dict, optional): Further arguments of both oriented convolutions
+            (:class:`mmo1d.ops.OrientedDWConv1d`). Default: None.
     """
 
     def __init__(self,
@@ -60,13 +62,15 @@ class DepthwiseOrientedStem(nn.Module):
                  stem_channels: int,
                  out_channels: int,
                  kernel_size: int,
-                 directions: int = 8) -> None:
+                 directions: int = 8,
+                 oriented_cfg: Optional[dict] = None) -> None:
         super().__init__()
+        oriented_cfg = oriented_cfg or {}
         self.pw1 = nn.Linear(in_channels, stem_channels)
-        self.dw1 = OrientedDWConv1d(stem_channels, kernel_size, stride=2, directions=directions)
+        self.dw1 = OrientedDWConv1d(stem_channels, kernel_size, stride=2, directions=directions, **oriented_cfg)
         self.norm1 = LayerNorm(stem_channels, eps=1e-6, act='gelu', autocast_output=True)
         self.dw2 = OrientedDWConv1d(
-            stem_channels, kernel_size, stride=2, directions=directions, angle_offset=0.5)
+            stem_channels, kernel_size, stride=2, directions=directions, angle_offset=0.5, **oriented_cfg)
         self.norm2 = LayerNorm(stem_channels, eps=1e-6, act='gelu', autocast_output=True)
         self.pw2 = nn.Linear(stem_channels, out_channels)
         self.norm3 = LayerNorm(out_channels, eps=1e-6)
