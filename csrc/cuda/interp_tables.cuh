@@ -14,12 +14,17 @@
 namespace mmo1d {
 namespace cuda {
 
-// Points per channel a table row holds: every sample that reads a pixel (bilinear: 4 per tap;
-// gaussian: the pixels within the radius of a position, at most (floor(2 radius) + 1)^2 per tap).
+// Points per channel a table row holds: a bound of the distinct pixels the samples read.
+// Bilinear: 4 per tap. Gaussian: at most (floor(2 radius) + 1)^2 per tap, and at most the pixels
+// within the radius of the taps' segment: with the line closer to the horizontal (say), at most
+// floor(K - 1 + 2 radius) + 1 columns, each crossing the band in at most 2 radius / |cos| <=
+// 2 sqrt(2) radius rows (0.01 of margin for rounding). The table builder traps if a row overflows.
 inline int interp_rows(const InterpSpec& spec, int K) {
   if (spec.mode == InterpMode::kBilinear) return 4 * K;
   const int side = static_cast<int>(std::floor(2 * spec.radius)) + 1;
-  return K * std::min(spec.samples(), side * side);
+  const int along = static_cast<int>(std::floor(K - 1 + 2 * spec.radius + 0.01)) + 1;
+  const int across = static_cast<int>(std::floor(2 * 1.4142135623730951 * spec.radius + 0.01)) + 1;
+  return std::min(K * std::min(spec.samples(), side * side), along * across);
 }
 
 // Bound of |dh| and |dw| over the points: a tap's position is within K / 2 of the output pixel, its
@@ -70,6 +75,7 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
       const int stop = max(0, n - window);
       while (p >= stop && (raw_off[rbase + p].x != dh[m] || raw_off[rbase + p].y != dw[m])) --p;
       if (p < stop) {
+        if (n == rows) __trap();  // beyond interp_rows' bound: a bug, never silently dropped
         p = n++;
         raw_off[rbase + p] = make_int2(dh[m], dw[m]);
         raw_w[rbase + p] = acc_t(0);
