@@ -85,8 +85,8 @@ def _samples(rows: Tensor, cols: Tensor, rounding: str, sigma: float,
     if rounding == 'bilinear':
         h0, w0 = torch.floor(rows), torch.floor(cols)
         fh, fw = (rows - h0)[..., None], (cols - w0)[..., None]
-        di = torch.tensor([0, 0, 1, 1], device=rows.device)
-        dj = torch.tensor([0, 1, 0, 1], device=rows.device)
+        m = torch.arange(4, device=rows.device)  # (no tensor literals: the export traces this)
+        di, dj = m // 2, m % 2
         coef = torch.where(di == 1, fh, 1 - fh) * torch.where(dj == 1, fw, 1 - fw)
         return h0.long()[..., None] + di, w0.long()[..., None] + dj, coef
     reach = math.ceil(radius)

@@ -4,18 +4,23 @@ With truncated (or floored) tap offsets, the oriented depthwise 1D convolution i
 depthwise KxK convolution whose kernel holds each tap's weight at the tap's integer offset
 (coinciding taps added): the offsets stay within ``[-K//2, K//2]`` in both axes, so
 ``padding = K//2`` keeps the output size ``ceil(H/s) x ceil(W/s)``. In the residual form the
-centre tap, at offset (0, 0) for every angle, gains 1. The fused layer norm is ``F.layer_norm``
-(then the exact GELU) in float32 (float64 for float64 input).
+centre tap, at offset (0, 0) for every angle, gains 1. The interpolated op (``'bilinear'``,
+``'gaussian'``) is likewise a depthwise convolution with the dense kernel of its samples
+(:func:`mmo1d.ops.interp_reference.interp_dense_kernel`; the residual form adds 1 at the centre).
+The fused layer norm is ``F.layer_norm`` (then the exact GELU) in float32 (float64 for float64
+input).
 
 Importing :mod:`mmo1d.ops` registers, with no action from the user:
 
-- Python decompositions of ``mmo1d::oriented_dwconv1d`` and ``mmo1d::layer_norm_last`` in
+- Python decompositions of ``mmo1d::oriented_dwconv1d``, ``mmo1d::oriented_dwconv1d_interp`` and
+  ``mmo1d::layer_norm_last`` in
   ``torch._decomp.decomposition_table``, which ``torch.onnx.export(..., dynamo=True)`` applies to
   every op without an ONNX translation. :func:`export_decompositions` returns them for
   ``ExportedProgram.run_decompositions`` (``torch.export.export`` itself keeps mmo1d's ops, which
   have fake kernels, in the graph).
 - TorchScript symbolics (``torch.onnx.register_custom_op_symbolic``, opset >= 17) for
-  ``torch.onnx.export(..., dynamo=False)``.
+  ``torch.onnx.export(..., dynamo=False)`` (the interpolated op exports with ``dynamo=True``: its
+  symbolic says so).
 
 The KxK kernel is computed in the graph from the weight and the angles (sine and cosine evaluated
 in float64, rounded to float32, as :func:`mmo1d.ops.tap_offsets` does), so it needs no knowledge of
@@ -30,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch._decomp import register_decomposition
 
+from .interp_reference import interp_dense_kernel
 from .oriented_dwconv1d import _memory_format
 from .reference import tap_offsets
 
@@ -77,6 +83,26 @@ def oriented_dwconv1d_decomposition(input: Tensor, weight: Tensor, theta: Tensor
     return out.contiguous(memory_format=_memory_format(input))
 
 
+def oriented_dwconv1d_interp_decomposition(input: Tensor, weight: Tensor, theta: Tensor, bias: Optional[Tensor],
+                                           stride: int, rounding: str, sigma: float, radius: float,
+                                           residual: bool) -> Tensor:
+    """``mmo1d::oriented_dwconv1d_interp`` as a depthwise ``conv2d`` with the dense kernel of its samples.
+
+    Same arguments as the op (``weight`` (C, K)); same output (up to the rounding of the positions:
+    the kernel is computed in theta's dtype), in the op's memory format.
+    """
+    channels = weight.shape[0]
+    angles = theta.to(torch.float64 if input.dtype == torch.float64 else torch.float32)
+    kernel = interp_dense_kernel(weight.to(angles.dtype), angles, rounding, sigma, radius)
+    size = kernel.shape[-1]
+    if residual:
+        centre = torch.arange(size * size, device=weight.device) == (size // 2) * size + size // 2
+        kernel = kernel + centre.to(kernel.dtype).view(1, 1, size, size)
+    out = F.conv2d(input, kernel.to(input.dtype), None if bias is None else bias.to(input.dtype), stride, size // 2, 1,
+                   channels)
+    return out.contiguous(memory_format=_memory_format(input))
+
+
 def layer_norm_last_decomposition(input: Tensor, weight: Tensor, bias: Tensor, eps: float, gelu: bool,
                                   out_dtype: torch.dtype) -> Tuple[Tensor, Tensor, Tensor]:
     """``mmo1d::layer_norm_last`` as ``F.layer_norm`` (and ``F.gelu``) in the op's precision.
@@ -95,6 +121,7 @@ def layer_norm_last_decomposition(input: Tensor, weight: Tensor, bias: Tensor, e
 
 _DECOMPOSITIONS: Dict[str, Callable] = {
     'oriented_dwconv1d': oriented_dwconv1d_decomposition,
+    'oriented_dwconv1d_interp': oriented_dwconv1d_interp_decomposition,
     'layer_norm_last': layer_norm_last_decomposition,
 }
 
@@ -157,6 +184,12 @@ def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rou
                 strides_i=[stride, stride], dilations_i=[1, 1])
 
 
+def _oriented_dwconv1d_interp_symbolic(g, *args):
+    raise RuntimeError('mmo1d::oriented_dwconv1d_interp (rounding bilinear / gaussian) exports to ONNX with '
+                       'torch.onnx.export(..., dynamo=True) (tools/deployment/pytorch2onnx.py without --legacy), '
+                       'which lowers it to a depthwise Conv with its dense kernel')
+
+
 def _layer_norm_last_symbolic(g, input, weight, bias, eps, gelu, out_dtype):
     """TorchScript ONNX symbolic of ``mmo1d::layer_norm_last``: ``LayerNormalization`` (+ GELU)."""
     from torch.onnx import symbolic_helper as sh
@@ -188,10 +221,11 @@ def _register() -> None:
         register_decomposition(op)(fn)
     from torch.onnx import register_custom_op_symbolic
     register_custom_op_symbolic('mmo1d::oriented_dwconv1d', _oriented_dwconv1d_symbolic, MIN_OPSET)
+    register_custom_op_symbolic('mmo1d::oriented_dwconv1d_interp', _oriented_dwconv1d_interp_symbolic, MIN_OPSET)
     register_custom_op_symbolic('mmo1d::layer_norm_last', _layer_norm_last_symbolic, MIN_OPSET)
 
 
 _register()
 
 __all__ = ['MIN_OPSET', 'export_decompositions', 'layer_norm_last_decomposition', 'oriented_dense_kernel',
-           'oriented_dwconv1d_decomposition']
+           'oriented_dwconv1d_decomposition', 'oriented_dwconv1d_interp_decomposition']

@@ -12,8 +12,12 @@ from torch import Tensor, nn
 from mmo1d.deployment import export_onnx, max_abs_difference, non_standard_ops, run_onnxruntime
 from mmo1d.models.backbones import OrientedConvNeXt
 from mmo1d.models.layers import LayerNorm
-from mmo1d.ops import OrientedDWConv1d, oriented_dwconv1d_reference
-from mmo1d.ops.onnx_lowering import export_decompositions, oriented_dwconv1d_decomposition
+from mmo1d.ops import OrientedDWConv1d, oriented_dwconv1d, oriented_dwconv1d_reference
+from mmo1d.ops.onnx_lowering import (
+    export_decompositions,
+    oriented_dwconv1d_decomposition,
+    oriented_dwconv1d_interp_decomposition,
+)
 
 pytest.importorskip('onnxruntime')
 pytest.importorskip('onnxscript')
@@ -118,3 +122,45 @@ def test_backbone_variants_through_onnxruntime(variant, dynamo):
     model.init_weights()
     expected, _ = _check(model.eval(), torch.randn(1, 3, 64, 48), dynamo)
     assert len(expected) == 4
+
+
+@pytest.mark.parametrize('rounding', ['bilinear', 'gaussian'])
+@pytest.mark.parametrize('residual', [False, True])
+def test_interp_decomposition_matches_the_op(rounding, residual):
+    torch.manual_seed(0)
+    channels, k = 6, 9
+    x = torch.randn(2, channels, 13, 11, dtype=torch.float64)
+    weight = torch.randn(channels, k, dtype=torch.float64)
+    theta = torch.rand(channels, dtype=torch.float64) * math.pi
+    bias = torch.randn(channels, dtype=torch.float64)
+    for stride in (1, 2, 3):
+        out = oriented_dwconv1d_interp_decomposition(x, weight, theta, bias, stride, rounding, 0.6, 1.5, residual)
+        ref = oriented_dwconv1d(x, weight, theta, bias, stride, rounding, residual, 0.6, 1.5)
+        torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+class LearnedAngles(nn.Module):
+    """Oriented convolutions with learnable angles, both interpolations, after some training."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([
+            OrientedDWConv1d(channels, 7, rounding='bilinear', learnable_angles=True),
+            OrientedDWConv1d(channels, 5, stride=2, rounding='gaussian', learnable_angles=True, sigma=0.6, radius=1.5,
+                             residual=True)])
+        with torch.no_grad():
+            for conv in self.convs:
+                conv.theta.add_(torch.rand(channels) * 0.3)
+
+    def forward(self, x: Tensor):
+        return tuple(conv(x) for conv in self.convs)
+
+
+def test_learned_angles_through_onnxruntime():
+    torch.manual_seed(0)
+    _check(LearnedAngles().eval(), torch.randn(2, 8, 11, 9), dynamo=True)
+
+
+def test_learned_angles_torchscript_export_says_to_use_dynamo():
+    with pytest.raises(Exception, match='dynamo=True'):
+        export_onnx(LearnedAngles().eval(), (torch.randn(1, 8, 9, 9), ), dynamo=False)
