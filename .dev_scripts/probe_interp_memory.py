@@ -1,5 +1,6 @@
 """Peak memory of each piece of the interpolated op's forward and backward (bf16 channels_last)."""
 import torch
+
 from mmo1d.ops import oriented_angles, oriented_dwconv1d
 
 n, c, h, k = 64, 384, 56, 31
@@ -21,7 +22,7 @@ def peak(name, fn):
     return out
 
 
-for r in ('trunc', 'bilinear'):
+def probe(r: str) -> None:
     print('==', r)
     if r == 'trunc':
         peak('forward', lambda: ops.oriented_dwconv1d(x, w, th, b, 1, False, False))
@@ -36,6 +37,10 @@ for r in ('trunc', 'bilinear'):
     tr = th.detach().requires_grad_(r != 'trunc')
 
     def step():
-        out = oriented_dwconv1d(xr, wr, tr, br, 1, r)
-        out.backward(g)
+        oriented_dwconv1d(xr, wr, tr, br, 1, r).backward(g)
+
     peak('autograd fwd+bwd', step)
+
+
+for rounding in ('trunc', 'bilinear'):
+    probe(rounding)
