@@ -248,3 +248,18 @@ def test_descent_recovers_the_angles(device, rounding):
         sched.step()
     err = (theta.detach() - truth).abs().cpu()
     assert (err < 0.02).all(), f'{rounding}: errors {err.tolist()}'
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('stride', [1, 2, 3])
+def test_bilinear_is_grid_sample_and_gaussian_is_its_formula(device, stride):
+    """The op itself against the two independent oracles of the reference's tests: every tap through
+    grid_sample (align_corners=True, zero padding), and the gaussian band from its formula."""
+    from .test_interp_reference import _gaussian_loops, _grid_sample_oracle
+
+    x, weight, theta, bias = _inputs(2, 3, 9, 11, 5, seed=stride)
+    out = oriented_dwconv1d(x.to(device), weight.to(device), theta.to(device), bias.to(device), stride, 'bilinear')
+    assert rel_err(out, _grid_sample_oracle(x, weight, theta, bias, stride)) < 1e-12
+    out = oriented_dwconv1d(x.to(device), weight.to(device), theta.to(device), bias.to(device), stride, 'gaussian',
+                            False, 0.7, 1.6)
+    assert rel_err(out, _gaussian_loops(x, weight, theta, bias, stride, 0.7, 1.6)) < 1e-12
