@@ -44,6 +44,7 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   t.S = S;
   const auto dev = weight.device();
   // ints: off (2CR) | halo (2C) | npts_gather (C) | npts_all (C) | spt (CS) | raw_off (2CR) | raw_nz (CR) | order (CR)
+  // (S = K * M with M even: every int2 array starts 8-byte aligned)
   t.ints = at::empty({2 * int64_t(C) * R + 4 * C + C * S + 4 * int64_t(C) * R}, at::TensorOptions(dev).dtype(at::kInt));
   t.accs = at::empty({int64_t(C) * R + 2 * C * S + int64_t(C) * R},
                      at::TensorOptions(dev).dtype(c10::CppTypeToScalarType<acc_t>::value));
