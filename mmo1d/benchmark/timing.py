@@ -1,7 +1,9 @@
 """Timing of GPU cases and the environment record of a benchmark's results.
 
 Times come from CUDA events around each call after a warm-up; the cases of one group run in
-interleaved rounds so that a slow spell of a shared GPU does not fall on one case.
+interleaved rounds so that a slow spell of a shared GPU does not fall on one case. A step can also
+be captured in a CUDA graph (:func:`capture_cuda_graph`) and its replays timed, without the host's
+launch overhead.
 """
 import datetime
 import math
@@ -81,6 +83,62 @@ def measure_cases(cases: List[Tuple[Dict, Callable[[int], None]]], repeats: int,
         rec['round_ms'] = [round(statistics.median(times), 4) for times in case_rounds]
         rec['peak_mem_bytes'] = peak(fn)
     return [rec for rec, _ in cases]
+
+
+def capture_cuda_graph(step: Callable[[], None], warmup: int = 3) -> 'torch.cuda.CUDAGraph':
+    """``step`` captured in a CUDA graph, as the CUDA graphs notes of the PyTorch docs prescribe:
+    ``warmup`` calls on a side stream first (lazy initialisation, cuDNN autotuning, caches), then the
+    capture on ``torch.cuda.graph``'s stream.
+
+    Every tensor that ``step`` reads must stay where it is (static inputs): ``graph.replay()`` reruns
+    the captured kernels on the same addresses. Under autocast, ``step`` disables autocast's cast
+    cache (``cache_enabled=False``), as ``torch.cuda.make_graphed_callables`` requires.
+
+    Raises:
+        RuntimeError: what the capture raised (e.g. an operation that synchronises with the host).
+            The caller's current stream is restored either way, and after a failed capture the
+            caching allocator is told that the capture is over (:func:`_end_failed_capture`).
+    """
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    caller.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    pool = torch.cuda.graph_pool_handle()
+    try:
+        with torch.cuda.graph(graph, pool=pool):
+            step()
+    except BaseException:
+        _end_failed_capture(pool)
+        raise
+    finally:
+        # A capture that fails at its end leaves the capture stream current: later work must not run there.
+        torch.cuda.set_stream(caller)
+    return graph
+
+
+def _end_failed_capture(pool) -> None:
+    """The caching allocator's side of a capture that failed before its end, best effort.
+
+    torch stops routing a capture's allocations to its memory pool only after a successful
+    ``cudaStreamEndCapture``, and a graph releases its pool only if its capture ended: after a
+    failed capture the allocator would go on as if a capture were under way, and the next
+    ``torch.cuda.empty_cache()`` would fail an internal assert. The private bindings that torch's own
+    ``torch.cuda.use_mem_pool`` ends a pool with do it here; where this torch lacks them, nothing is done.
+    """
+    end = getattr(torch._C, '_cuda_endAllocateToPool', None)
+    release = getattr(torch._C, '_cuda_releasePool', None)
+    if end is None or release is None:
+        return
+    device = torch.cuda.current_device()
+    try:
+        end(device, pool)
+    except RuntimeError:  # not under way: the capture ended (and failed later), so the graph releases its pool
+        return
+    release(device, pool)
 
 
 def round_spread(rec: Dict) -> Optional[float]:

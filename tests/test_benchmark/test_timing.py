@@ -1,9 +1,13 @@
-"""mmo1d.benchmark.timing: the interleaved rounds of one group of cases, the spread of the rounds, and the
-command record."""
+"""mmo1d.benchmark.timing: the interleaved rounds of one group of cases, the spread of the rounds, the
+command record, and a step captured in a CUDA graph (on a GPU)."""
 import statistics
 import sys
 
-from mmo1d.benchmark.timing import command_line, measure_cases, round_spread
+import pytest
+import torch
+
+from mmo1d.benchmark import timing
+from mmo1d.benchmark.timing import capture_cuda_graph, command_line, measure_cases, round_spread
 
 
 def test_cases_of_a_group_run_in_interleaved_rounds():
@@ -34,3 +38,65 @@ def test_command_line_names_the_script_and_its_arguments(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, 'argv', [str(tmp_path / 'tools' / 'bench.py'), '--out-dir', 'x'])
     assert command_line() == 'python tools/bench.py --out-dir x'
+
+
+def test_failed_capture_ends_the_allocators_capture(monkeypatch):
+    """After a capture that failed before its end, the pool stops receiving allocations and is released
+    once; after one that ended (and failed later), the graph releases it, so nothing is done."""
+    calls = []
+
+    def end(device, pool):
+        calls.append(('end', device, pool))
+        if pool == (0, 2):
+            raise RuntimeError('endAllocatePool: not currently recording to mempool_id')
+
+    monkeypatch.setattr(torch.cuda, 'current_device', lambda: 0)
+    monkeypatch.setattr(torch._C, '_cuda_endAllocateToPool', end, raising=False)
+    monkeypatch.setattr(torch._C, '_cuda_releasePool', lambda device, pool: calls.append(('release', device, pool)),
+                        raising=False)
+    timing._end_failed_capture((0, 1))
+    timing._end_failed_capture((0, 2))
+    assert calls == [('end', 0, (0, 1)), ('release', 0, (0, 1)), ('end', 0, (0, 2))]
+    monkeypatch.delattr(torch._C, '_cuda_releasePool')
+    timing._end_failed_capture((0, 3))  # a torch without the bindings: nothing to call
+    assert len(calls) == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a GPU')
+def test_captured_step_replays_on_its_static_input():
+    x = torch.ones(1024, device='cuda')
+    out = torch.zeros_like(x)
+    calls = []
+
+    def step():
+        calls.append(1)
+        out.copy_(x * 2 + 1)
+
+    caller = torch.cuda.current_stream()
+    graph = capture_cuda_graph(step, warmup=2)
+    assert len(calls) == 3  # two warm-up calls and the capture; replays do not run Python
+    assert torch.cuda.current_stream() == caller
+    x.fill_(5.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert len(calls) == 3 and torch.equal(out, torch.full_like(x, 11.0))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a GPU')
+def test_failed_capture_raises_and_restores_the_stream():
+    x = torch.ones(16, device='cuda')
+    caller = torch.cuda.current_stream()
+    with pytest.raises(RuntimeError):
+        capture_cuda_graph(lambda: (x + 1).sum().item(), warmup=1)  # a host sync cannot be captured
+    assert torch.cuda.current_stream() == caller
+    # The device and the allocator still work after the failed capture, and so does a new capture.
+    assert (x + 1).sum().item() == 32.0
+    torch.cuda.empty_cache()
+    out = torch.zeros_like(x)
+    graph = capture_cuda_graph(lambda: out.copy_(x + 2), warmup=1)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.full_like(x, 3.0))
+    del graph
+    torch.cuda.empty_cache()

@@ -8,15 +8,25 @@ cross-entropy, backward, AdamW step), in float32 (NCHW), in bfloat16 autocast an
 autocast, both with channels_last model and input; float16 training scales the loss with
 ``torch.amp.GradScaler`` (dynamic scale), as mmengine's ``AmpOptimWrapper`` does in the float16 AMP
 of mmdet's and mmseg's configs. Times: CUDA events (or ``perf_counter`` on CPU), warm-up, median of repeats. The
-models of one size are timed in interleaved rounds (every model once per round) and each reports
-the median over rounds, so that a slow phase of a shared GPU affects the baseline and the models
-alike. Throughput in images/s; peak memory with ``torch.cuda.max_memory_allocated`` (reset before
-each model, mode and pass; weights, optimizer state and activations). Writes
-``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the command, and the figure ``.png``.
+models of one size are timed in interleaved rounds: in every round, each mode and pass times every
+model in turn, so that a slow phase of a shared GPU affects the baseline and the models alike; each
+reports the median over rounds. Throughput in images/s; peak memory with
+``torch.cuda.max_memory_allocated`` (reset before each model, mode and pass; weights, optimizer state
+and activations). Writes ``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the
+command, and the figure ``.png``.
+
+Two steadier figures on request, next to the wall clock: ``--kernel-times`` sums the GPU kernel
+times of a few more steps of every case under ``torch.profiler`` (after the last round; with the
+largest kernels and the ratio to timm's sum), ``--cuda-graph`` also times every case's step captured
+in a CUDA graph (replays without host launch overhead; inference as timed, the training step as
+forward, cross-entropy and backward, without the optimizer step). A case whose profile or capture
+fails records the error in its record, and the run goes on.
 
 Examples::
 
     python tools/analysis_tools/benchmark_model.py      # T and B, batch 64 at 224, on the GPU
+    python tools/analysis_tools/benchmark_model.py --archs tiny --variants 1dpp --modes bf16 --passes train \\
+        --kernel-times --cuda-graph
     python tools/analysis_tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny \\
         --repeats 2 --rounds 1
 """
@@ -43,11 +53,14 @@ from mmo1d.benchmark.classifiers import (
     display_name,
     drop_path_rate,
 )
-from mmo1d.benchmark.timing import command_line, nvidia_driver, round_spread, utc_now
+from mmo1d.benchmark.kernels import profile_kernels
+from mmo1d.benchmark.timing import capture_cuda_graph, command_line, nvidia_driver, round_spread, utc_now
 from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
 PASSES = ('infer', 'train')
+#: Largest kernels of each case listed in the markdown (the JSON keeps all of ``top_kernels``).
+MD_TOP_KERNELS = 5
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -56,22 +69,34 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--archs', nargs='+', default=['tiny', 'base'], choices=('tiny', 'base'))
     parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
+    parser.add_argument('--passes', nargs='+', default=list(PASSES), choices=PASSES)
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--img-size', type=int, default=224)
     parser.add_argument('--repeats', type=int, default=10, help='timed steps per round (their median)')
-    parser.add_argument('--rounds', type=int, default=3,
-                        help='interleaved rounds over the models of one size (median over rounds reported)')
+    parser.add_argument('--rounds', type=int, default=6,
+                        help='interleaved rounds over the models of one size, each mode and pass timing every '
+                        'model in turn (median over rounds reported)')
     parser.add_argument('--warmup', type=int,
                         help='untimed steps before the first round (default: 10 on GPU, 1 on CPU); 3 before later '
                         'rounds, at most this')
+    parser.add_argument('--kernel-times', action='store_true',
+                        help='after the last round, run --kernel-steps more steps of every model, mode and pass '
+                        'under torch.profiler and record the sum of their GPU kernel self-times per step '
+                        '(kernel_ms), the largest kernels and the ratio to timm\'s sum (needs a GPU)')
+    parser.add_argument('--kernel-steps', type=int, default=5, help='profiled steps per case (default 5)')
+    parser.add_argument('--cuda-graph', action='store_true',
+                        help='also time every step captured in a CUDA graph (static input, replays timed with CUDA '
+                        'events, in every round): inference as timed; training as forward, cross-entropy and '
+                        'backward only, without the optimizer step and without loss scaling. A failed capture '
+                        'records its error (graph_error) and that case is not captured again (needs a GPU)')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON',
                         help='print the README speed table of a results file and exit')
     parser.add_argument('--summarize', metavar='JSON', help='print the markdown summary of a results file and exit')
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.repeats < 1:
-        parser.error('--rounds and --repeats must be >= 1')
+    if args.rounds < 1 or args.repeats < 1 or args.kernel_steps < 1:
+        parser.error('--rounds, --repeats and --kernel-steps must be >= 1')
     if args.warmup is None:
         args.warmup = 1 if args.device == 'cpu' else 10
     return args
@@ -104,58 +129,123 @@ class Timer:
         return statistics.median(times)
 
 
-def measure(name: str, model: nn.Module, args: argparse.Namespace, device: torch.device,
-            warmup: int) -> List[Dict]:
-    """Inference and training step time and peak memory of one model in every mode (one round)."""
-    timer = Timer(device, args.repeats, warmup)
-    records = []
-    for mode in args.modes:
-        dtype, memory_format = MODES[mode]
-        model.to(device, memory_format=memory_format)
-        x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
-        x = x.contiguous(memory_format=memory_format)
-        y = torch.randint(0, 1000, (args.batch_size, ), device=device)
-        for pas in PASSES:
-            model.train(pas == 'train')
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if pas == 'train' else None
-            scaler = torch.amp.GradScaler(device.type) if optimizer and mode in LOSS_SCALED_MODES else None
+def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtype: Optional[torch.dtype], train: bool,
+              optimizer: Optional[torch.optim.Optimizer] = None, scaler: Optional[torch.amp.GradScaler] = None,
+              autocast_cache: bool = True) -> Callable[[], None]:
+    """One step of ``model`` on the batch ``(x, y)``, under autocast to ``dtype`` (None: float32).
 
-            def step(x=x, y=y, optimizer=optimizer, scaler=scaler, dtype=dtype) -> None:
-                with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-                    if optimizer is None:
-                        with torch.no_grad():
-                            model(x)
-                        return
-                    loss = F.cross_entropy(model(x).float(), y)
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is None:
-                    loss.backward()
-                    optimizer.step()
-                else:
-                    scaler.scale(loss).backward()
-                    scaler.step(optimizer)
-                    scaler.update()
+    Inference: forward without gradients. Training: forward, cross-entropy, backward and, with an
+    ``optimizer``, its step (the loss scaled by ``scaler`` if given); without one, the gradients are
+    set to None before the backward, so that a captured step writes fresh ones (no optimizer step).
+    ``autocast_cache=False`` for a step captured in a CUDA graph.
+    """
+    device_type = x.device.type
 
-            if device.type == 'cuda':
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(device)
-            try:
-                ms = timer(step)
-            except torch.cuda.OutOfMemoryError:
-                ms = None
-            peak = torch.cuda.max_memory_allocated(device) if device.type == 'cuda' else None
-            record = dict(model=name, mode=mode, **{'pass': pas}, ms=ms, peak_mem_bytes=peak)
-            if scaler is not None:
-                record['loss_scale'] = scaler.get_scale()
-            records.append(record)
-            print(f"{name:26s} {mode:5s} {pas:5s} "
-                  + ('out of memory' if ms is None else f'{ms:9.2f} ms {args.batch_size / (ms * 1e-3):9.1f} img/s')
-                  + ('' if peak is None else f'  peak {peak / 2**20:9.1f} MiB'), flush=True)
-            del optimizer, scaler, step
+    def step() -> None:
+        with torch.autocast(device_type, dtype=dtype or torch.float32, enabled=dtype is not None,
+                            cache_enabled=autocast_cache):
+            if not train:
+                with torch.no_grad():
+                    model(x)
+                return
+            loss = F.cross_entropy(model(x).float(), y)
+        if optimizer is None:
             model.zero_grad(set_to_none=True)
+            loss.backward()
+        elif scaler is None:
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        else:
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    return step
+
+
+def error_text(err: BaseException, limit: int = 1000) -> str:
+    """``'<type>: <message>'`` on one line, at most ``limit`` characters (for a results file)."""
+    return ' '.join(f'{type(err).__name__}: {err}'.split())[:limit]
+
+
+def kernel_case(step: Callable[[], None], steps: int, device: torch.device) -> Dict:
+    """The kernel time of ``steps`` profiled calls of ``step`` (:func:`mmo1d.benchmark.kernels.kernel_summary`),
+    or ``kernel_ms`` None and ``kernel_error`` where the profile fails."""
+    try:
+        if device.type != 'cuda':
+            raise RuntimeError('kernel times need a CUDA device (--device cuda)')
+        return profile_kernels(step, steps)
+    except Exception as err:  # one case's failed profile must not end the run
+        return {'kernel_ms': None, 'kernel_error': error_text(err)}
+
+
+def graph_case(step: Callable[[], None], timer: Callable[[Callable[[], None]], float], device: torch.device,
+               capture: Callable = capture_cuda_graph) -> Dict:
+    """``graph_ms``: ``timer`` over the replays of ``step`` captured in a CUDA graph, or ``graph_ms``
+    None and ``graph_error`` where the capture or a replay fails."""
+    try:
+        if device.type != 'cuda':
+            raise RuntimeError('CUDA graphs need a CUDA device (--device cuda)')
+        graph = capture(step)
+        return {'graph_ms': timer(graph.replay)}
+    except Exception as err:  # one model's failed capture must not end the run
+        return {'graph_ms': None, 'graph_error': error_text(err)}
+
+
+def measure(name: str, model: nn.Module, mode: str, pas: str, args: argparse.Namespace, device: torch.device,
+            warmup: int, kernel_times: bool = False, cuda_graph: bool = False) -> Dict:
+    """Step time and peak memory of one model, mode and pass in one round; with ``kernel_times``, the
+    kernel time of ``args.kernel_steps`` more steps; with ``cuda_graph``, the time of the step's
+    replays in a CUDA graph (after the peak memory is read)."""
+    timer = Timer(device, args.repeats, warmup)
+    dtype, memory_format = MODES[mode]
+    train = pas == 'train'
+    model.to(device, memory_format=memory_format).train(train)
+    x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
+    x = x.contiguous(memory_format=memory_format)
+    y = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
+    scaler = torch.amp.GradScaler(device.type) if optimizer and mode in LOSS_SCALED_MODES else None
+    step = make_step(model, x, y, dtype, train, optimizer, scaler)
+    if device.type == 'cuda':
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        ms = timer(step)
+    except torch.cuda.OutOfMemoryError:
+        ms = None
+    peak = torch.cuda.max_memory_allocated(device) if device.type == 'cuda' else None
+    record = dict(model=name, mode=mode, **{'pass': pas}, ms=ms, peak_mem_bytes=peak)
+    not_run = 'not run: the step ran out of memory'
+    if kernel_times:
+        record.update(kernel_case(step, args.kernel_steps, device) if ms is not None else
+                      {'kernel_ms': None, 'kernel_error': not_run})
+    if scaler is not None:
+        record['loss_scale'] = scaler.get_scale()
+    del optimizer, scaler, step
+    model.zero_grad(set_to_none=True)
+    if cuda_graph:
+        record.update(graph_case(make_step(model, x, y, dtype, train, autocast_cache=False), timer, device)
+                      if ms is not None else {'graph_ms': None, 'graph_error': not_run})
+        model.zero_grad(set_to_none=True)
+    notes = _case_note(record, 'kernel_ms', 'kernel_error', 'kernels') + _case_note(record, 'graph_ms', 'graph_error',
+                                                                                     'graph')
+    print(f"{name:26s} {mode:5s} {pas:5s} "
+          + ('out of memory' if ms is None else f'{ms:9.2f} ms {args.batch_size / (ms * 1e-3):9.1f} img/s')
+          + ('' if peak is None else f'  peak {peak / 2**20:9.1f} MiB') + notes, flush=True)
     # Off the device between measurements: the next model's peak memory must not include this one.
     model.to('cpu')
-    return records
+    return record
+
+
+def _case_note(record: Dict, key: str, error_key: str, label: str) -> str:
+    if key not in record:
+        return ''
+    if record[key] is None:
+        return f'  {label} failed: {record.get(error_key, "")[:120]}'
+    return f'  {label} {record[key]:9.2f} ms'
 
 
 def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optional[str]) -> Dict:
@@ -168,12 +258,14 @@ def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optio
         'tf32_matmul': torch.backends.cuda.matmul.allow_tf32, 'tf32_cudnn': torch.backends.cudnn.allow_tf32,
         'date': utc_now(), 'command': command_line(),
         'batch_size': args.batch_size, 'img_size': args.img_size, 'repeats': args.repeats,
-        'rounds': args.rounds, 'warmup': args.warmup,
+        'rounds': args.rounds, 'warmup': args.warmup, 'passes': list(args.passes),
+        'kernel_steps': args.kernel_steps if args.kernel_times else None, 'cuda_graph': args.cuda_graph,
     }
 
 
 def summarize(result: Dict) -> str:
-    """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size."""
+    """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size; with
+    kernel times or CUDA graphs, a second table per mode, the largest kernels and the failed cases."""
     env, recs = result['env'], result['records']
     lines = [f"# OrientedConvNeXt classifiers on {env['gpu']}", '',
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
@@ -189,20 +281,69 @@ def summarize(result: Dict) -> str:
              'model, mode and pass (weights, AdamW state, activations). '
              '*vs timm*: throughput relative to timm\'s ConvNeXt of the same size in the same mode. '
              '*round spread*: slowest / fastest round of the model and pass.', '']
+    has_kernels = any('kernel_ms' in r for r in recs)
+    has_graphs = any('graph_ms' in r for r in recs)
+    if has_kernels:
+        lines += ['*kernel ms*: sum of the GPU self-times of the kernels (and memcpy / memset) of one step as '
+                  f"timed above, the mean of {env.get('kernel_steps')} steps under torch.profiler after the last "
+                  'round. *kernel vs timm*: that sum relative to timm\'s ConvNeXt of the same size, mode and pass '
+                  '(below 1: less GPU time).', '']
+    if has_graphs:
+        lines += ['*graph img/s*: throughput of the step captured in a CUDA graph (static input; replays timed '
+                  'with CUDA events, median over rounds as above). Inference as above; the captured training step '
+                  'is forward, cross-entropy and backward only, without the AdamW step and without loss scaling, '
+                  'so compare it with the other models\' graph column, not with the training column above. '
+                  '*graph vs timm*: relative to timm\'s graph throughput.', '']
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
     models = list(dict.fromkeys(r['model'] for r in recs))
     for mode in dict.fromkeys(r['mode'] for r in recs):
         lines += [f'## {mode}', '', '| model | infer img/s | train img/s | infer vs timm | train vs timm | '
                   'infer peak MiB | train peak MiB | round spread infer / train |', '|---|---|---|---|---|---|---|---|']
         for model in models:
-            infer, train = by_key[model, mode, 'infer'], by_key[model, mode, 'train']
-            lines.append(f"| {model} | {_fmt(infer['img_per_s'])} | {_fmt(train['img_per_s'])} | "
+            infer, train = by_key.get((model, mode, 'infer')), by_key.get((model, mode, 'train'))
+            lines.append(f"| {model} | {_fmt(_get(infer, 'img_per_s'))} | {_fmt(_get(train, 'img_per_s'))} | "
                          f"{_fmt(vs_timm(by_key, infer, 'img_per_s'), digits=2)} | "
                          f"{_fmt(vs_timm(by_key, train, 'img_per_s'), digits=2)} | "
-                         f"{_fmt(infer['peak_mem_bytes'], 2**20, 0)} | {_fmt(train['peak_mem_bytes'], 2**20, 0)} | "
-                         f"{_fmt(round_spread(infer), digits=2)} / {_fmt(round_spread(train), digits=2)} |")
+                         f"{_fmt(_get(infer, 'peak_mem_bytes'), 2**20, 0)} | "
+                         f"{_fmt(_get(train, 'peak_mem_bytes'), 2**20, 0)} | "
+                         f"{_fmt(round_spread(infer or {}), digits=2)} / {_fmt(round_spread(train or {}), digits=2)} |")
         lines.append('')
+        if has_kernels or has_graphs:
+            lines += [' and '.join(['Kernel time'] * has_kernels + ['CUDA graphs'] * has_graphs) + f' ({mode}):', '']
+            lines += steady_table(by_key, models, mode, has_kernels, has_graphs) + ['']
+    if any(r.get('top_kernels') for r in recs):
+        lines += ['## Largest kernels', '', 'Milliseconds per step and launches per step of the largest kernels '
+                  'of each case.', '']
+        lines += [f"- {r['model']}, {r['mode']}, {r['pass']}: " + '; '.join(
+            f"`{k['name'][:70]}` {k['total_ms'] / r['kernel_steps']:.2f} ms x{k['count'] / r['kernel_steps']:g}"
+            for k in r['top_kernels'][:MD_TOP_KERNELS]) for r in recs if r.get('top_kernels')]
+        lines.append('')
+    failures = [f"- {r['model']}, {r['mode']}, {r['pass']}, {label}: {r[key]}" for r in recs
+                for key, label in (('kernel_error', 'kernel times'), ('graph_error', 'CUDA graph')) if r.get(key)]
+    if failures:
+        lines += ['## Failed cases', ''] + failures + ['']
     return '\n'.join(lines)
+
+
+def steady_table(by_key: Dict, models: List[str], mode: str, kernels: bool, graphs: bool) -> List[str]:
+    """The kernel time and CUDA graph table of one mode (the columns of what was measured)."""
+    columns = []  # (header, cell of one record)
+    if kernels:
+        columns += [('kernel ms', lambda r: _fmt(_get(r, 'kernel_ms'), digits=2)),
+                    ('kernel vs timm', lambda r: _fmt(_get(r, 'kernel_ms_vs_timm'), digits=2))]
+    if graphs:
+        columns += [('graph img/s', lambda r: _fmt(_get(r, 'graph_img_per_s'))),
+                    ('graph vs timm', lambda r: _fmt(vs_timm(by_key, r, 'graph_img_per_s'), digits=2))]
+    header = [f'{pas} {title}' for title, _ in columns for pas in PASSES]
+    lines = ['| model | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
+    for model in models:
+        cells = [cell(by_key.get((model, mode, pas))) for _, cell in columns for pas in PASSES]
+        lines.append(f'| {model} | ' + ' | '.join(cells) + ' |')
+    return lines
+
+
+def _get(rec: Optional[Dict], key: str):
+    return None if rec is None else rec.get(key)
 
 
 def _fmt(value, scale=1.0, digits=1):
@@ -215,12 +356,25 @@ def timm_name(model: str) -> str:
     return f"timm convnext_{'tiny' if size == 'T' else 'base'}"
 
 
-def vs_timm(by_key: Dict, rec: Dict, key: str) -> Optional[float]:
+def vs_timm(by_key: Dict, rec: Optional[Dict], key: str) -> Optional[float]:
     """``rec[key]`` relative to the timm ConvNeXt of the same size, mode and pass (None if either is missing)."""
+    if rec is None:
+        return None
     base = by_key.get((timm_name(rec['model']), rec['mode'], rec['pass']))
     if not base or not base.get(key) or rec.get(key) is None:
         return None
     return rec[key] / base[key]
+
+
+def add_kernel_ratios(records: List[Dict]) -> List[Dict]:
+    """Set ``kernel_ms_vs_timm`` on every record with a ``kernel_ms`` field: its kernel time over that
+    of timm's ConvNeXt of the same size, mode and pass (None where either is missing). Returns ``records``."""
+    by_key = {(r['model'], r['mode'], r['pass']): r for r in records}
+    for rec in records:
+        if 'kernel_ms' in rec:
+            ratio = vs_timm(by_key, rec, 'kernel_ms')
+            rec['kernel_ms_vs_timm'] = None if ratio is None else round(ratio, 4)
+    return records
 
 
 def readme_table(result: Dict) -> str:
@@ -236,9 +390,10 @@ def readme_table(result: Dict) -> str:
              '| model | ' + ' | '.join(f'{m} infer / train' for m in modes) + ' | train memory '
              + ' / '.join(modes) + ' |', '|---|' + '---|' * (len(modes) + 1)]
     for model in models:
-        cells = [' / '.join(_fmt(vs_timm(by_key, by_key[model, m, p], 'img_per_s'), digits=2) for p in PASSES)
+        cells = [' / '.join(_fmt(vs_timm(by_key, by_key.get((model, m, p)), 'img_per_s'), digits=2) for p in PASSES)
                  for m in modes]
-        mem = ' / '.join(_fmt(vs_timm(by_key, by_key[model, m, 'train'], 'peak_mem_bytes'), digits=2) for m in modes)
+        mem = ' / '.join(_fmt(vs_timm(by_key, by_key.get((model, m, 'train')), 'peak_mem_bytes'), digits=2)
+                         for m in modes)
         lines.append(f"| {model.replace(' (mmo1d)', '')} | " + ' | '.join(cells) + f' | {mem} |')
     spreads = {m: [round_spread(r) for r in recs if r['mode'] == m] for m in modes}
     cells = [f'{m} {max(v):.2f}' for m, v in spreads.items() if None not in v]
@@ -248,15 +403,24 @@ def readme_table(result: Dict) -> str:
     return '\n'.join(lines)
 
 
+#: Fields of the profiled round that a combined record keeps.
+KERNEL_KEYS = ('kernel_ms', 'kernel_steps', 'top_kernels', 'kernel_error')
+
+
 def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
-    """One record per (model, mode, pass): the median step time over rounds (None if any round ran
-    out of memory), its throughput, each round's time and the largest peak memory; for a loss-scaled
-    training step, the GradScaler's scale after the last round."""
+    """One record per (model, mode, pass), ordered by model, then mode, then pass (in order of first
+    appearance): the median step time over rounds (None if any round ran out of memory), its
+    throughput, each round's time and the largest peak memory; for a loss-scaled training step, the
+    GradScaler's scale after the last round. With CUDA graphs, the same for the replays
+    (``graph_ms``, ``graph_img_per_s``, ``graph_round_ms``; None if any round failed, with the first
+    ``graph_error``); with kernel times, the fields of the round that profiled."""
     by_key: Dict[tuple, List[Dict]] = {}
     for rec in rounds:
         by_key.setdefault((rec['model'], rec['mode'], rec['pass']), []).append(rec)
+    order = [list(dict.fromkeys(k[i] for k in by_key)) for i in range(3)]
     records = []
-    for (model, mode, pas), recs in by_key.items():
+    for key in sorted(by_key, key=lambda k: tuple(order[i].index(k[i]) for i in range(3))):
+        (model, mode, pas), recs = key, by_key[key]
         times = [r['ms'] for r in recs]
         ms = None if None in times else statistics.median(times)
         peaks = [r['peak_mem_bytes'] for r in recs if r['peak_mem_bytes'] is not None]
@@ -266,6 +430,17 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
                       peak_mem_bytes=max(peaks) if peaks else None)
         if 'loss_scale' in recs[-1]:
             record['loss_scale'] = recs[-1]['loss_scale']
+        if any('graph_ms' in r for r in recs):
+            graph_times = [r.get('graph_ms') for r in recs]
+            gms = None if None in graph_times else statistics.median(graph_times)
+            record.update(graph_ms=None if gms is None else round(gms, 3),
+                          graph_img_per_s=None if gms is None else round(batch_size / (gms * 1e-3), 1),
+                          graph_round_ms=[None if t is None else round(t, 3) for t in graph_times])
+            errors = [r['graph_error'] for r in recs if r.get('graph_error')]
+            if errors:
+                record['graph_error'] = errors[0]
+        for rec in recs:
+            record.update({k: rec[k] for k in KERNEL_KEYS if k in rec})
         records.append(record)
     return records
 
@@ -297,12 +472,24 @@ def main(argv: Optional[List[str]] = None) -> Dict:
         for variant in args.variants:
             models[display_name(arch, variant)] = build_classifier(CONFIG_DIR, arch, variant)
         rounds = []
+        graph_errors: Dict[tuple, str] = {}  # a case whose capture failed is not captured again
         for r in range(args.rounds):
             print(f'[{arch}] round {r + 1} of {args.rounds}', flush=True)
-            for name, model in models.items():
-                rounds += measure(name, model, args, device, args.warmup if r == 0 else min(3, args.warmup))
+            for mode in args.modes:
+                for pas in args.passes:
+                    for name, model in models.items():
+                        key = (name, mode, pas)
+                        rec = measure(name, model, mode, pas, args, device, args.warmup if r == 0 else
+                                      min(3, args.warmup), kernel_times=args.kernel_times and r == args.rounds - 1,
+                                      cuda_graph=args.cuda_graph and key not in graph_errors)
+                        if args.cuda_graph and 'graph_ms' not in rec:
+                            rec.update(graph_ms=None, graph_error=graph_errors[key])
+                        elif rec.get('graph_error'):
+                            graph_errors[key] = rec['graph_error']
+                        rounds.append(rec)
         records += combine_rounds(rounds, args.batch_size)
         del models
+    add_kernel_ratios(records)
     result = {'env': env_info(args, device, getattr(timm, '__version__', None)), 'records': records}
     os.makedirs(args.out_dir, exist_ok=True)
     stem = osp.join(args.out_dir, 'models_' + result['env']['gpu'].replace(' ', '_').replace('/', '_'))

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+from mmo1d.benchmark.kernels import device_self_us
 from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
@@ -94,10 +95,7 @@ def profile(model: nn.Module, mode: str, pas: str, args: argparse.Namespace) -> 
     for evt in prof.key_averages():
         if evt.device_type != torch.autograd.DeviceType.CUDA:
             continue
-        us = getattr(evt, 'self_device_time_total', None)
-        if us is None:
-            us = evt.self_cuda_time_total
-        ms = us / 1e3 / args.steps
+        ms = device_self_us(evt) / 1e3 / args.steps
         groups[kernel_group(evt.key)] += ms
         kernels.append((evt.key, ms))
     kernels.sort(key=lambda k: -k[1])
