@@ -9,6 +9,7 @@
 #   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
 #   bash .dev_scripts/gpu_kernel_check.sh shapes   OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
+#   bash .dev_scripts/gpu_kernel_check.sh learnable OUT_DIR  # interpolated taps: speed against truncation, memory probe
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
@@ -146,6 +147,12 @@ PYEOF
   shapes)
     { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/profile_backbone_shapes.py; } 2>&1 |
       tee "$OUT/backbone_shapes.log" | grep -v '^    '
+    ;;
+  learnable)
+    export PYTHONPATH=$ROOT:$PYTHONPATH
+    { header; "$PY" tools/analysis_tools/benchmark_interp.py --out-dir "$OUT/learnable"; } 2>&1 |
+      tee "$OUT/interp_speed.log" | grep -A 12 '^| dtype, layout | C'
+    { header; "$PY" .dev_scripts/probe_interp_memory.py; } 2>&1 | tee "$OUT/memory_probe.log"
     ;;
   *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac
