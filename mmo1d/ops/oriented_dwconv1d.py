@@ -5,7 +5,10 @@ A depthwise convolution whose 1xK kernel of channel ``c`` is turned by the angle
 ``torch.library`` as ``torch.ops.mmo1d.oriented_dwconv1d`` (C++ schema in ``csrc/``), with CPU and
 CUDA kernels, fake kernels for ``torch.compile``, autograd for input, weight and bias (in C++, so a
 call costs the host no more than an ATen convolution), and an autocast rule (runs in the autocast
-dtype, like ``conv2d``).
+dtype, like ``conv2d``). The interpolated discretisations (``rounding='bilinear'`` or
+``'gaussian'``, semantics: :mod:`mmo1d.ops.interp_reference`) are the op
+``torch.ops.mmo1d.oriented_dwconv1d_interp``, registered alike, whose autograd also gives theta a
+gradient: the angles can be learned.
 """
 import math
 from typing import List, Optional
