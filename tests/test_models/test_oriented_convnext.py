@@ -245,3 +245,28 @@ def test_channels_last_throughout_and_bf16_autocast(variant):
         assert (b.float() - a).abs().max() / a.abs().max() < 0.05
     with pytest.raises(ValueError, match=r'\(N, C, H, W\) images'):
         model(torch.randn(3, 32, 32))
+
+
+@pytest.mark.parametrize('variant', ['1d', '1dpp', '2dpp'])
+def test_learnable_angles_in_every_oriented_convolution(variant):
+    """rounding and learnable_angles reach the stem, the blocks and the ++ convolutions; every theta
+    gets a gradient, through the ++ block's recomputed activation too, and it equals that of the
+    same model under activation checkpointing."""
+    torch.manual_seed(0)
+    kwargs = dict(out_indices=(3, ), gap_before_final_norm=False, rounding='bilinear', learnable_angles=True,
+                  layer_scale_init_value=1.0)
+    plain, cp_model = small(variant, **kwargs), small(variant, with_cp=True, **kwargs)
+    cp_model.load_state_dict(plain.state_dict())
+    convs = [m for m in plain.modules() if isinstance(m, OrientedDWConv1d)]
+    assert convs and all(c.rounding == 'bilinear' and isinstance(c.theta, torch.nn.Parameter) for c in convs)
+    x = torch.randn(2, 3, 32, 32)
+    grads = []
+    for model in (plain, cp_model):
+        model(x)[0].square().sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if n.endswith('theta')})
+    assert len(grads[0]) == len(convs)
+    for name, g in grads[0].items():
+        assert g is not None and g.abs().sum() > 0, name
+        torch.testing.assert_close(g, grads[1][name], msg=name)
+    with pytest.raises(ValueError, match="variant '2d' has no oriented convolution"):
+        small('2d', rounding='bilinear')
