@@ -10,15 +10,11 @@
 
 #include "../oriented_dwconv1d.h"
 #include "interp_plan.h"
-#include "kernels.h"
+#include "run.h"
 
 namespace mmo1d {
 namespace cpu {
 namespace {
-
-at::MemoryFormat kernel_format(bool channels_last) {
-  return channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-}
 
 void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), "oriented_dwconv1d_interp (CPU kernel): ", name, " is on ", t.device());
@@ -38,24 +34,8 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::
                    const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding, double sigma,
                    double radius, bool residual) {
   const InterpPlan ip = plan_call(input, weight, theta, bias, stride, rounding, sigma, radius);
-  const Geometry g = make_geometry(input, weight.size(1), stride);
-  const bool nhwc = use_channels_last_kernels(input, ip.gather);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor x = input.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor w = weight.to(op_t).contiguous();
-  const bool has_bias = bias.has_value() && bias->defined();
-  const at::Tensor b = has_bias ? bias->to(op_t).contiguous() : at::Tensor();
-  at::Tensor y = at::empty({g.N, g.C, g.Ho, g.Wo}, x.options().memory_format(kernel_format(nhwc)));
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_interp_cpu", [&] {
-    const MergedWeights<scalar_t> merged = merge_interp_weights(ip, w.data_ptr<scalar_t>());
-    const scalar_t* b_ptr = has_bias ? b.data_ptr<scalar_t>() : nullptr;
-    if (nhwc) {
-      nhwc_forward(x.data_ptr<scalar_t>(), ip.gather, merged.data(), b_ptr, y.data_ptr<scalar_t>(), g, residual);
-    } else {
-      nchw_forward(x.data_ptr<scalar_t>(), ip.gather, merged.data(), b_ptr, y.data_ptr<scalar_t>(), g, residual);
-    }
-  });
-  return y.to(input.scalar_type()).contiguous(output_memory_format(input));
+  return run_forward(input, weight, bias, ip.gather, make_geometry(input, weight.size(1), stride), residual,
+                     [&](const auto* w) { return merge_interp_weights(ip, w); });
 }
 
 void check_backward(const at::Tensor& grad_output, const at::Tensor& input, int64_t stride) {
@@ -68,21 +48,8 @@ at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input
                           double radius, bool residual) {
   const InterpPlan ip = plan_call(input, weight, theta, c10::nullopt, stride, rounding, sigma, radius);
   check_backward(grad_output, input, stride);
-  const Geometry g = make_geometry(input, weight.size(1), stride);
-  const bool nhwc = use_channels_last_kernels(input, ip.gather);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor dy = grad_output.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor w = weight.to(op_t).contiguous();
-  at::Tensor dx = at::empty({g.N, g.C, g.H, g.W}, dy.options().memory_format(kernel_format(nhwc)));
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_interp_backward_input_cpu", [&] {
-    const MergedWeights<scalar_t> merged = merge_interp_weights(ip, w.data_ptr<scalar_t>());
-    if (nhwc) {
-      nhwc_backward_input(dy.data_ptr<scalar_t>(), ip.gather, merged.data(), dx.data_ptr<scalar_t>(), g, residual);
-    } else {
-      nchw_backward_input(dy.data_ptr<scalar_t>(), ip.gather, merged.data(), dx.data_ptr<scalar_t>(), g, residual);
-    }
-  });
-  return dx.to(input.scalar_type()).contiguous(output_memory_format(input));
+  return run_backward_input(grad_output, input, weight, ip.gather, make_geometry(input, weight.size(1), stride),
+                            residual, [&](const auto* w) { return merge_interp_weights(ip, w); });
 }
 
 // (grad_weight, grad_theta, grad_bias); grad_theta is empty (0 values) unless need_theta.
@@ -94,18 +61,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params(const at::Tensor&
   check_backward(grad_output, input, stride);
   const Geometry g = make_geometry(input, weight.size(1), stride);
   const Plan& used = need_theta ? ip.all : ip.gather;
-  const bool nhwc = use_channels_last_kernels(input, used);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor dy = grad_output.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor x = input.to(op_t).contiguous(kernel_format(nhwc));
-  std::vector<double> grad_merged(used.merged_size);
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_interp_backward_params_cpu", [&] {
-    if (nhwc) {
-      nhwc_backward_weight(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), used, grad_merged.data(), g);
-    } else {
-      nchw_backward_weight(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), used, grad_merged.data(), g);
-    }
-  });
+  const std::vector<double> grad_merged = run_backward_weight(grad_output, input, used, g);
   const at::Tensor w = weight.to(at::kDouble).contiguous();
   at::Tensor dw = at::empty({g.C, g.K}, w.options());
   at::Tensor dtheta = at::empty({need_theta ? g.C : 0}, w.options());

@@ -10,8 +10,8 @@
 
 #include "../interp.h"
 #include "../oriented_dwconv1d.h"
-#include "kernels.h"
 #include "plan.h"
+#include "run.h"
 
 namespace mmo1d {
 namespace cpu {
@@ -21,33 +21,13 @@ void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), "oriented_dwconv1d (CPU kernel): ", name, " is on ", t.device());
 }
 
-at::MemoryFormat kernel_format(bool channels_last) {
-  return channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-}
-
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                        const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
   check_forward_args(input, weight, theta, bias, stride);
   check_cpu(input, "input");
   const Geometry g = make_geometry(input, weight.size(1), stride);
   const Plan plan = make_plan(theta, g.K, floor_rounding);
-  const bool nhwc = use_channels_last_kernels(input, plan);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor x = input.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor w = weight.to(op_t).contiguous();
-  const bool has_bias = bias.has_value() && bias->defined();
-  const at::Tensor b = has_bias ? bias->to(op_t).contiguous() : at::Tensor();
-  at::Tensor y = at::empty({g.N, g.C, g.Ho, g.Wo}, x.options().memory_format(kernel_format(nhwc)));
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_cpu", [&] {
-    const MergedWeights<scalar_t> merged = merge_weights(plan, w.data_ptr<scalar_t>());
-    const scalar_t* b_ptr = has_bias ? b.data_ptr<scalar_t>() : nullptr;
-    if (nhwc) {
-      nhwc_forward(x.data_ptr<scalar_t>(), plan, merged.data(), b_ptr, y.data_ptr<scalar_t>(), g, residual);
-    } else {
-      nchw_forward(x.data_ptr<scalar_t>(), plan, merged.data(), b_ptr, y.data_ptr<scalar_t>(), g, residual);
-    }
-  });
-  return y.to(input.scalar_type()).contiguous(output_memory_format(input));
+  return run_forward(input, weight, bias, plan, g, residual, [&](const auto* w) { return merge_weights(plan, w); });
 }
 
 // Checks the arguments of a backward op and returns the forward geometry.
@@ -63,38 +43,15 @@ at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& i
                               const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const Plan plan = make_plan(theta, g.K, floor_rounding);
-  const bool nhwc = use_channels_last_kernels(input, plan);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor dy = grad_output.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor w = weight.to(op_t).contiguous();
-  at::Tensor dx = at::empty({g.N, g.C, g.H, g.W}, dy.options().memory_format(kernel_format(nhwc)));
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_backward_input_cpu", [&] {
-    const MergedWeights<scalar_t> merged = merge_weights(plan, w.data_ptr<scalar_t>());
-    if (nhwc) {
-      nhwc_backward_input(dy.data_ptr<scalar_t>(), plan, merged.data(), dx.data_ptr<scalar_t>(), g, residual);
-    } else {
-      nchw_backward_input(dy.data_ptr<scalar_t>(), plan, merged.data(), dx.data_ptr<scalar_t>(), g, residual);
-    }
-  });
-  return dx.to(input.scalar_type()).contiguous(output_memory_format(input));
+  return run_backward_input(grad_output, input, weight, plan, g, residual,
+                            [&](const auto* w) { return merge_weights(plan, w); });
 }
 
 at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
                                const at::Tensor& theta, int64_t stride, bool floor_rounding) {
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const Plan plan = make_plan(theta, g.K, floor_rounding);
-  const bool nhwc = use_channels_last_kernels(input, plan);
-  const auto op_t = accumulation_type(input.scalar_type());
-  const at::Tensor dy = grad_output.to(op_t).contiguous(kernel_format(nhwc));
-  const at::Tensor x = input.to(op_t).contiguous(kernel_format(nhwc));
-  std::vector<double> grad_merged(plan.merged_size);
-  AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_backward_weight_cpu", [&] {
-    if (nhwc) {
-      nhwc_backward_weight(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), plan, grad_merged.data(), g);
-    } else {
-      nchw_backward_weight(dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), plan, grad_merged.data(), g);
-    }
-  });
+  const std::vector<double> grad_merged = run_backward_weight(grad_output, input, plan, g);
   // Every tap's gradient is its entry's.
   at::Tensor dw = at::empty({g.C, g.K}, at::TensorOptions().dtype(at::kDouble));
   double* out = dw.data_ptr<double>();
