@@ -11,9 +11,6 @@ namespace mmo1d {
 namespace cuda {
 
 //           name        float64  fused bias grad  interpolated  paths
-// Tensor cores: stride-1 gathers of float16/bfloat16 channels_last tensors as products with
-// Toeplitz slices of the runs' weights, while allowed (mma.cu).
-MMO1D_FAMILY(MmaGather, false, false, false, "mma_nhwc")
 // Channels_last polyphase stride-2 forward (stride2.cu).
 MMO1D_FAMILY(S2Gather, false, false, false, "s2_nhwc")
 // Channels_last segment windows: stride-1 gathers, the stride-2 input gradient per parity class
@@ -39,7 +36,7 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<MmaGather, S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, Interp, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -9,10 +9,9 @@ from .oriented_dwconv1d import (
 )
 from .reference import oriented_dwconv1d_reference, tap_offsets
 from .table_cache import clear_table_cache, table_cache_size
-from .tensor_cores import set_tensor_cores, tensor_cores_enabled
 
 __all__ = [
     'autocast_output_dtype', 'clear_table_cache', 'layer_norm_last', 'oriented_dwconv1d', 'oriented_dwconv1d_path',
     'oriented_dwconv1d_paths', 'OrientedDWConv1d', 'oriented_angles', 'oriented_dwconv1d_reference',
-    'set_tensor_cores', 'table_cache_size', 'tap_offsets', 'tensor_cores_enabled'
+    'table_cache_size', 'tap_offsets'
 ]
