@@ -32,7 +32,11 @@ def probe(r: str) -> None:
         peak('forward', lambda: ops.oriented_dwconv1d_interp(x, w, th, b, 1, r, 0.5, 1.0, False))
         peak('backward_input', lambda: ops.oriented_dwconv1d_interp_backward_input(g, x, w, th, 1, r, 0.5, 1.0, False))
         peak('backward_params', lambda: ops.oriented_dwconv1d_interp_backward_params(g, x, w, th, 1, r, 0.5, 1.0, True))
+        peak('backward_params (no theta)',
+             lambda: ops.oriented_dwconv1d_interp_backward_params(g, x, w, th, 1, r, 0.5, 1.0, False))
     peak('bias_grad (sum, dtype float)', lambda: g.sum((0, 2, 3), dtype=torch.float32))
+    peak('bias_grad (as (NHW, C), dtype float)',
+         lambda: g.permute(0, 2, 3, 1).reshape(-1, c).sum(dim=0, dtype=torch.float32))
     xr, wr, br = x.detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()
     tr = th.detach().requires_grad_(r != 'trunc')
 

@@ -25,8 +25,9 @@ MMO1D_FAMILY(VecWgrad, false, true, false, "vec_wgrad_nhwc", "vec_wgrad_classes_
 // NCHW weight gradient, stride 1 (nchw_fast.cu).
 MMO1D_FAMILY(SegWgrad, false, false, false, "seg_wgrad_nchw")
 // Interpolated taps ('bilinear', 'gaussian'), every dtype, stride, K and layout: the general kernels
-// on the taps' samples, and the angle gradient (interp.cu).
-MMO1D_FAMILY(Interp, true, false, true, "interp_gather_nchw", "interp_gather_nhwc", "interp_wgrad_nchw",
+// on the taps' samples, and the angle gradient; the bias gradient summed in slices of images
+// (interp.cu).
+MMO1D_FAMILY(Interp, true, true, true, "interp_gather_nchw", "interp_gather_nhwc", "interp_wgrad_nchw",
              "interp_wgrad_nhwc")
 // Every dtype, stride, K and layout: gathers and weight gradients (general.cu).
 MMO1D_FAMILY(General, true, false, false, "gather_nchw", "gather_nhwc", "wgrad_nchw", "wgrad_nhwc")

@@ -139,6 +139,7 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, src, dy, t.off(), npts, t.halo());
   const at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1);
   contract<acc_t>(t, G, all, a.weight, a.out, a.dtheta);
+  if (a.db != nullptr) *a.db = bias_grad_in_slices(*a.dy);
 }
 
 MMO1D_INSTANTIATE_FAMILY_F64(Interp)
