@@ -38,6 +38,17 @@ struct Entry {
     }
     return input.device();
   }
+
+  // The forward's output: (N, C, ceil(H / stride), ceil(W / stride)) in the input's layout.
+  at::Tensor forward_output(const at::Tensor& input, int64_t stride) const {
+    return at::empty({input.size(0), input.size(1), out_size(input.size(2), stride), out_size(input.size(3), stride)},
+                     input.options().memory_format(fmt));
+  }
+
+  // The bias as the kernels read it: contiguous, or none.
+  static c10::optional<at::Tensor> contiguous_bias(const c10::optional<at::Tensor>& bias) {
+    return bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
+  }
 };
 
 // The call's problem: x (N, C, H, W) in its layout, whose sizes the kernels index with int; interp:

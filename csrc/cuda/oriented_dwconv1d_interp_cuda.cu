@@ -18,13 +18,10 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::
                    double radius, bool residual) {
   const Entry e(input, weight, theta, bias, stride, nullptr);
   const InterpSpec spec = make_interp_spec(rounding, sigma, radius);
-  at::Tensor out =
-      at::empty({input.size(0), input.size(1), out_size(input.size(2), stride), out_size(input.size(3), stride)},
-                input.options().memory_format(e.fmt));
+  at::Tensor out = e.forward_output(input, stride);
   if (out.numel() == 0) return out;
   const at::Tensor x = input.contiguous(e.fmt);
-  const c10::optional<at::Tensor> b =
-      bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
+  const c10::optional<at::Tensor> b = Entry::contiguous_bias(bias);
   const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, false, &spec);
   plan_and_run(p, Pass::kForward, input.scalar_type(), b, [&](auto bp) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
