@@ -2,7 +2,8 @@
 // launch plan of the family that serves it.
 //
 // A family is a struct declared with MMO1D_FAMILY (families.cuh): the path names its plans carry,
-// whether it takes float64, whether its weight-gradient kernels also sum the bias gradient,
+// whether it takes float64, whether its run also gives the bias gradient (summed in its
+// weight-gradient kernels, or as the family chooses),
 // whether it serves the interpolated taps ('bilinear', 'gaussian') or the rounded ones, and
 //   template <typename T> static bool plan(const Problem&, Pass, Plan*);   // false: not its call
 //   template <typename T> static void run(const Plan&, const Args<T>&);
@@ -106,8 +107,8 @@ struct Args {
 template <typename scalar_t>
 Plan plan_call(const Problem& p, Pass pass);
 
-// Runs a plan of plan_call; with a.db, also the bias gradient (by ATen where the family's kernels
-// do not sum it).
+// Runs a plan of plan_call; with a.db, also the bias gradient (by ATen's sum where the family does
+// not give it).
 template <typename scalar_t>
 void run_call(const Plan& plan, const Args<scalar_t>& a);
 
