@@ -81,7 +81,7 @@ TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, b
 
 template <typename scalar_t>
 SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
-                         int sign, int classes) {
+                         int sign, int classes, bool with_weights) {
   const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
   SegTables t;
   t.C = channels * classes;
@@ -92,7 +92,7 @@ SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool
                                     return build_segment_structure(th, channels, K, floor_rounding, sign, classes,
                                                                    t.head);
                                   });
-  t.weights = merged_weights<scalar_t, float>(t.tap_sp(), weight, t.C, residual);
+  if (with_weights) t.weights = merged_weights<scalar_t, float>(t.tap_sp(), weight, t.C, residual);
   return t;
 }
 
@@ -100,9 +100,9 @@ template TablesT<double> build_tables<double, double>(const at::Tensor&, const a
 template TablesT<float> build_tables<float, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
 template TablesT<float> build_tables<c10::Half, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
 template TablesT<float> build_tables<c10::BFloat16, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
-template SegTables build_segments<float>(const at::Tensor&, const at::Tensor&, bool, bool, int, int);
-template SegTables build_segments<c10::Half>(const at::Tensor&, const at::Tensor&, bool, bool, int, int);
-template SegTables build_segments<c10::BFloat16>(const at::Tensor&, const at::Tensor&, bool, bool, int, int);
+template SegTables build_segments<float>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
+template SegTables build_segments<c10::Half>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
+template SegTables build_segments<c10::BFloat16>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
 
 }  // namespace cuda
 }  // namespace mmo1d

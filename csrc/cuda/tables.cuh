@@ -294,7 +294,7 @@ struct SegTables {
   const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
   const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 4 * int64_t(C)); }
   const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + head); }
-  const float* w() const { return weights.data_ptr<float>(); }
+  const float* w() const { return weights.defined() ? weights.data_ptr<float>() : nullptr; }
   const int* tap_sp() const { return ints.data_ptr<int>() + head + 4 * int64_t(C) * K; }
 };
 
@@ -305,10 +305,11 @@ template <typename scalar_t, typename acc_t>
 TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
                             bool with_weights, int classes = 1);
 
-// Instantiated for float, Half and BFloat16.
+// Instantiated for float, Half and BFloat16. Without weights (with_weights false: weight gradients)
+// SegTables::weights stays undefined and no kernel runs once the structure is cached.
 template <typename scalar_t>
 SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
-                         int sign, int classes = 1);
+                         int sign, int classes = 1, bool with_weights = true);
 
 }  // namespace cuda
 }  // namespace mmo1d
