@@ -20,8 +20,6 @@ MMO1D_FAMILY(WinGather, false, false, false, "win_nhwc", "win_classes_nhwc")
 MMO1D_FAMILY(VecGather, false, false, false, "vec_nhwc")
 // NCHW segment windows, stride 1 (nchw_fast.cu).
 MMO1D_FAMILY(SegGather, false, false, false, "seg_nchw")
-// Channels_last segment-window weight gradient at stride 1 (nhwc_win_wgrad.cu).
-MMO1D_FAMILY(WinWgrad, false, true, false, "win_wgrad_nhwc")
 // Channels_last weight gradient at stride 1 and, per parity class, 2 (nhwc_vec.cu).
 MMO1D_FAMILY(VecWgrad, false, true, false, "vec_wgrad_nhwc", "vec_wgrad_classes_nhwc")
 // NCHW weight gradient, stride 1 (nchw_fast.cu).
@@ -39,7 +37,7 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, WinWgrad, VecWgrad, SegWgrad, Interp, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d
