@@ -15,6 +15,7 @@ import statistics
 
 import torch
 
+from mmo1d.benchmark.timing import time_ms
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_reference
 
 DTYPES = {'bfloat16': torch.bfloat16, 'float16': torch.float16, 'float32': torch.float32}
@@ -41,18 +42,8 @@ def theta_of(layout: str, c: int) -> torch.Tensor:
     return oriented_angles(c) if layout == 'eight' else torch.full((c, ), math.radians(float(layout)))
 
 
-def timed(fn, iters: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def timed(fn, iters: int) -> float:
+    return time_ms(lambda i: fn(), iters, warmup=5)
 
 
 def rel_error(x, grad, weight, theta) -> float:
