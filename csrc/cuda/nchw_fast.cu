@@ -84,7 +84,7 @@ bool SegWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void SegWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   const at::Tensor &x = a.src, &dy = *a.dy;
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, false, 1);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, false, 1, 1, false);
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(at::kFloat));
   auto kernel = seg_wgrad_nchw_kernel<scalar_t>;

@@ -80,23 +80,22 @@ __device__ __forceinline__ void load_floats(const float* __restrict__ p, float (
 // Sum of v[k] over the 8 lanes that share lane & 3 (lane bits 2, 3, 4), for V = 4 or 2 values,
 // with V shuffles instead of 3 V: each step halves the values a lane keeps. Returns the sum of
 // value `*k` (the same in lanes that differ only in bit 4, and for V = 2 also in bit 3), in a
-// fixed order: deterministic. mask: the lanes that call it together, the 8 lanes of each of their
-// channel quarters (lane & 3) included.
+// fixed order: deterministic.
 template <int V>
-__device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k, unsigned mask = 0xffffffffu) {
+__device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k) {
   const bool b2 = lane & 4, b3 = lane & 8;
   if constexpr (V == 4) {
-    const float a0 = (b2 ? v[2] : v[0]) + __shfl_xor_sync(mask, b2 ? v[0] : v[2], 4);
-    const float a1 = (b2 ? v[3] : v[1]) + __shfl_xor_sync(mask, b2 ? v[1] : v[3], 4);
-    float b = (b3 ? a1 : a0) + __shfl_xor_sync(mask, b3 ? a0 : a1, 8);
-    b += __shfl_xor_sync(mask, b, 16);
+    const float a0 = (b2 ? v[2] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[2], 4);
+    const float a1 = (b2 ? v[3] : v[1]) + __shfl_xor_sync(0xffffffffu, b2 ? v[1] : v[3], 4);
+    float b = (b3 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, b3 ? a0 : a1, 8);
+    b += __shfl_xor_sync(0xffffffffu, b, 16);
     *k = (b2 ? 2 : 0) + (b3 ? 1 : 0);
     return b;
   } else {
     static_assert(V == 2, "2 or 4 channels per lane");
-    float a = (b2 ? v[1] : v[0]) + __shfl_xor_sync(mask, b2 ? v[0] : v[1], 4);
-    a += __shfl_xor_sync(mask, a, 8);
-    a += __shfl_xor_sync(mask, a, 16);
+    float a = (b2 ? v[1] : v[0]) + __shfl_xor_sync(0xffffffffu, b2 ? v[0] : v[1], 4);
+    a += __shfl_xor_sync(0xffffffffu, a, 8);
+    a += __shfl_xor_sync(0xffffffffu, a, 16);
     *k = b2 ? 1 : 0;
     return a;
   }
