@@ -85,14 +85,19 @@ def versions() -> Dict[str, Optional[str]]:
     return found
 
 
+def source_commit() -> str:
+    """The commit that was built: $SOURCE_COMMIT (a checkout without .git), else git's HEAD."""
+    return os.environ.get('SOURCE_COMMIT') or subprocess.run(
+        ['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+
+
 def summarize(out: Path, mode: str, gpus: int, iters: int, completed: bool, runs: List[str]) -> Dict:
     """The summary of the finished ``runs`` (``'NAME CONFIG'`` each) of ``mode`` under ``out``."""
     results = []
     for run in runs:
         name, config = run.split(' ', 1)
         results.append(run_record(out / 'work' / mode / name, name, config, iters, gpus))
-    commit = os.environ.get('SOURCE_COMMIT') or subprocess.run(
-        ['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    commit = source_commit()
     return dict(
         mode=mode,
         gpus=gpus,

@@ -9,9 +9,7 @@ Reads ``OUT/work/MODEL/RUN/train/<timestamp>/vis_data/scalars.json`` and ``train
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -19,7 +17,7 @@ from typing import Dict, List, Optional
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from summarize_downstream import latest_run, versions, world_size  # noqa: E402
+from summarize_downstream import latest_run, source_commit, versions, world_size  # noqa: E402
 
 MODELS = {'seg': 'UperNet T-1D++ (512x512, AMP)', 'det': 'Cascade Mask R-CNN T-1D++ (multi-scale, AMP)'}
 RUNS = ('1gpu-b2', '2gpu-b2', '1gpu-b4', '1gpu-b4-order2')
@@ -82,8 +80,7 @@ def summarize(out: Path, iters: int) -> Dict:
     for model in MODELS:
         runs = {name: run_summary(out / 'work' / model / name, name) for name in RUNS}
         models[model] = dict(description=MODELS[model], **model_summary(runs))
-    commit = os.environ.get('SOURCE_COMMIT') or subprocess.run(
-        ['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    commit = source_commit()
     return dict(
         device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
         gpus_seen=torch.cuda.device_count(),
