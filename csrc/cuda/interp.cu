@@ -16,55 +16,6 @@ namespace cuda {
 
 namespace {
 
-template <typename acc_t>
-struct InterpTables {
-  at::Tensor ints,
-      accs;         // ints: off | halo | npts_gather | npts_all | spt | scratch; accs: pw | coef | dcoef | scratch
-  int64_t C, R, S;  // channels, row length, samples per channel
-  const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
-  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * C * R); }
-  const int* npts_gather() const { return ints.data_ptr<int>() + 2 * C * R + 2 * C; }
-  const int* npts_all() const { return npts_gather() + C; }
-  at::Tensor counts(bool all) const { return ints.narrow(0, 2 * C * R + (all ? 3 : 2) * C, C); }
-  at::Tensor spt() const { return ints.narrow(0, 2 * C * R + 4 * C, C * S).view({C, S}); }
-  const acc_t* w() const { return accs.data_ptr<acc_t>(); }
-  at::Tensor coef() const { return accs.narrow(0, C * R, C * S).view({C, S}); }
-  at::Tensor dcoef() const { return accs.narrow(0, C * R + C * S, C * S).view({C, S}); }
-};
-
-template <typename scalar_t, typename acc_t>
-InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tensor& weight, const InterpSpec& spec,
-                                        bool residual) {
-  const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
-  const int R = interp_rows(spec, K);
-  const int64_t S = int64_t(K) * spec.samples();
-  InterpTables<acc_t> t;
-  t.C = C;
-  t.R = R;
-  t.S = S;
-  const auto dev = weight.device();
-  // ints: off (2CR) | halo (2C) | npts_gather (C) | npts_all (C) | spt (CS) | raw_off (2CR) | raw_nz (CR) | order (CR)
-  // (S = K * M with M even: every int2 array starts 8-byte aligned)
-  t.ints = at::empty({2 * int64_t(C) * R + 4 * C + C * S + 4 * int64_t(C) * R}, at::TensorOptions(dev).dtype(at::kInt));
-  t.accs = at::empty({int64_t(C) * R + 2 * C * S + int64_t(C) * R},
-                     at::TensorOptions(dev).dtype(c10::CppTypeToScalarType<acc_t>::value));
-  int* ip = t.ints.template data_ptr<int>();
-  int* spt = ip + 2 * int64_t(C) * R + 4 * C;
-  int* raw = spt + C * S;
-  acc_t* ap = t.accs.template data_ptr<acc_t>();
-  const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
-  const at::Tensor w = weight.contiguous();
-  constexpr int kThreads = 64;
-  build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, spec, residual, reinterpret_cast<int2*>(ip), ap,
-      ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
-      reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
-      reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
-      raw + 3 * int64_t(C) * R);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
-  return t;
-}
-
 const char* interp_path(bool wgrad, bool nhwc) {
   return wgrad ? (nhwc ? "interp_wgrad_nhwc" : "interp_wgrad_nchw")
                : (nhwc ? "interp_gather_nhwc" : "interp_gather_nchw");
@@ -78,23 +29,6 @@ bool plan_layout(const Problem& p, Pass pass, bool nhwc, Plan* plan, PlanGather 
   if (!(wgrad ? plan_wgrad(p, g, nhwc, plan) : plan_gather(p, g, nhwc, plan))) return false;
   plan->path = interp_path(wgrad, nhwc);
   return true;
-}
-
-// dw and dtheta from the sums G (C, R) at the points that `npts` counts, as in the CPU kernels:
-// dw[c, t] = sum_m coef * G[point], dtheta[c] = sum_t w[c, t] sum_m dcoef * G[point].
-template <typename acc_t>
-void contract(const InterpTables<acc_t>& t, const at::Tensor& G, bool all, const at::Tensor& weight, at::Tensor& dw,
-              at::Tensor* dtheta) {
-  const int64_t C = t.C, K = weight.size(1), M = t.S / K;
-  const at::Tensor spt = t.spt().to(at::kLong);
-  const at::Tensor counts = t.counts(all).to(at::kLong).view({C, 1});
-  const at::Tensor valid = (spt >= 0).logical_and(spt < counts);
-  const at::Tensor g = at::where(valid, G.gather(1, spt.clamp_min(0)), at::zeros({}, G.options())).view({C, K, M});
-  dw.copy_((g * t.coef().view({C, K, M})).sum(-1));
-  if (dtheta != nullptr) {
-    const at::Tensor gt = (g * t.dcoef().view({C, K, M})).sum(-1);
-    dtheta->copy_((gt * weight.to(G.scalar_type())).sum(-1));
-  }
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // Per-call tables of the interpolated taps ('bilinear', 'gaussian'; interp.h): for every channel the
 // distinct pixels its taps' samples read (the points), those read with a nonzero coefficient first,
 // their merged weights, and for each sample its point, coefficient and derivative in the angle.
-// The general kernels gather over the points (forward, input gradient) and sum dy * x at each
-// point (weight and angle gradients); interp.cu launches this builder and contracts the sums.
+// The interpolated families' kernels gather over the points (forward, input gradient) and sum
+// dy * x at each point; contract() turns those sums into the weight and angle gradients.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 
 #include "../interp.h"
 #include "common.cuh"
@@ -110,6 +113,92 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
   halo[c] = make_int2(ph, pwid);
   for (int64_t si = sbase; si < sbase + int64_t(K) * M; ++si) {
     if (spt[si] >= 0) spt[si] = order[rbase + spt[si]];
+  }
+}
+
+// same[c] = 1 when channel c has the points of channel c - 1 (the same counts and offsets, in
+// order), so that the channels_last vector kernels give a lane's channels one load per point.
+static __global__ void interp_same_kernel(const int2* __restrict__ off, const int* __restrict__ npts_gather,
+                                          const int* __restrict__ npts_all, int C, int rows, int* __restrict__ same) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  bool s = c > 0 && npts_gather[c] == npts_gather[c - 1] && npts_all[c] == npts_all[c - 1];
+  const int2* a = off + int64_t(c) * rows;
+  for (int j = 0; s && j < npts_all[c]; ++j) s = a[j].x == a[j - rows].x && a[j].y == a[j - rows].y;
+  same[c] = s;
+}
+
+// The tables of one call (build_interp_tables): the views below name their parts.
+template <typename acc_t>
+struct InterpTables {
+  at::Tensor ints,
+      accs;         // ints: off | halo | npts_gather | npts_all | spt | scratch; accs: pw | coef | dcoef | scratch
+  at::Tensor same;  // (C) ints, when built with_same: channel c has the points of channel c - 1
+  int64_t C, R, S;  // channels, row length, samples per channel
+  const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
+  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * C * R); }
+  const int* npts_gather() const { return ints.data_ptr<int>() + 2 * C * R + 2 * C; }
+  const int* npts_all() const { return npts_gather() + C; }
+  at::Tensor counts(bool all) const { return ints.narrow(0, 2 * C * R + (all ? 3 : 2) * C, C); }
+  at::Tensor spt() const { return ints.narrow(0, 2 * C * R + 4 * C, C * S).view({C, S}); }
+  const acc_t* w() const { return accs.data_ptr<acc_t>(); }
+  at::Tensor coef() const { return accs.narrow(0, C * R, C * S).view({C, S}); }
+  at::Tensor dcoef() const { return accs.narrow(0, C * R + C * S, C * S).view({C, S}); }
+};
+
+template <typename scalar_t, typename acc_t>
+InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tensor& weight, const InterpSpec& spec,
+                                        bool residual, bool with_same = false) {
+  const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
+  const int R = interp_rows(spec, K);
+  const int64_t S = int64_t(K) * spec.samples();
+  InterpTables<acc_t> t;
+  t.C = C;
+  t.R = R;
+  t.S = S;
+  const auto dev = weight.device();
+  // ints: off (2CR) | halo (2C) | npts_gather (C) | npts_all (C) | spt (CS) | raw_off (2CR) | raw_nz (CR) | order (CR)
+  // (S = K * M with M even: every int2 array starts 8-byte aligned)
+  t.ints = at::empty({2 * int64_t(C) * R + 4 * C + C * S + 4 * int64_t(C) * R}, at::TensorOptions(dev).dtype(at::kInt));
+  t.accs = at::empty({int64_t(C) * R + 2 * C * S + int64_t(C) * R},
+                     at::TensorOptions(dev).dtype(c10::CppTypeToScalarType<acc_t>::value));
+  int* ip = t.ints.template data_ptr<int>();
+  int* spt = ip + 2 * int64_t(C) * R + 4 * C;
+  int* raw = spt + C * S;
+  acc_t* ap = t.accs.template data_ptr<acc_t>();
+  const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
+  const at::Tensor w = weight.contiguous();
+  constexpr int kThreads = 64;
+  build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, spec, residual, reinterpret_cast<int2*>(ip), ap,
+      ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
+      reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
+      reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
+      raw + 3 * int64_t(C) * R);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  if (with_same) {
+    t.same = at::empty({C}, t.ints.options());
+    interp_same_kernel<<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+        t.off(), t.npts_gather(), t.npts_all(), C, R, t.same.template data_ptr<int>());
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  }
+  return t;
+}
+
+// dw and dtheta from the sums G (C, R) at the points that `npts` counts, as in the CPU kernels:
+// dw[c, t] = sum_m coef * G[point], dtheta[c] = sum_t w[c, t] sum_m dcoef * G[point].
+template <typename acc_t>
+void contract(const InterpTables<acc_t>& t, const at::Tensor& G, bool all, const at::Tensor& weight, at::Tensor& dw,
+              at::Tensor* dtheta) {
+  const int64_t C = t.C, K = weight.size(1), M = t.S / K;
+  const at::Tensor spt = t.spt().to(at::kLong);
+  const at::Tensor counts = t.counts(all).to(at::kLong).view({C, 1});
+  const at::Tensor valid = (spt >= 0).logical_and(spt < counts);
+  const at::Tensor g = at::where(valid, G.gather(1, spt.clamp_min(0)), at::zeros({}, G.options())).view({C, K, M});
+  dw.copy_((g * t.coef().view({C, K, M})).sum(-1));
+  if (dtheta != nullptr) {
+    const at::Tensor gt = (g * t.dcoef().view({C, K, M})).sum(-1);
+    dtheta->copy_((gt * weight.to(G.scalar_type())).sum(-1));
   }
 }
 

@@ -1,9 +1,10 @@
 // Launchers of the channels_last vector path (float32, float16, bfloat16): the stride-1 gather
 // for any C (forward and input gradient) and the weight gradient at stride 1 and, per parity
-// class, at stride 2.
+// class, at stride 2; their planning and launches for any table of points (nhwc_vec.cuh).
 #include <ATen/cuda/CUDAContext.h>
 
 #include "families.cuh"
+#include "nhwc_vec.cuh"
 #include "nhwc_vec_kernel.cuh"
 #include "tiling.cuh"
 #include "wgrad_kernel.cuh"
@@ -36,55 +37,35 @@ int vec_variant(const FastGeometry& g) {
 
 }  // namespace
 
-// Domain: the stride-1 gathers, channels_last, float32/float16/bfloat16, any C and K.
 template <typename scalar_t>
-bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
+bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  if (pass == Pass::kWeightGrad || p.stride != 1 || !p.nhwc) return false;
-  FastGeometry g{static_cast<int>(p.C), p.K, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
+  FastGeometry g{static_cast<int>(p.C), rows, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
   const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
   // Both instances have the same static shared memory; the smaller limit of the two bounds the tile.
   const int64_t hard = std::min(max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRSmall)),
                                 max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRLarge)));
-  if (!choose_fast_tile(g, kVecStartTile, fixed, kVecGatherBudget, hard, vec_tile_bytes<scalar_t>)) return false;
-  plan->path = "vec_nhwc";
+  if (!choose_fast_tile(g, kVecStartTile, fixed, kVecGatherBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) {
+    return false;
+  }
   plan->fg = g;
-  plan->tile = vec_tile_alloc<scalar_t>(g);
+  plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = vec_variant(g);
   plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, CB), 1, kFastThreads, fixed + plan->tile};
   return launch_fits(vec_gather_kernel<scalar_t>(plan->variant), plan->launch);
 }
 
 template <typename scalar_t>
-void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const at::Tensor &src = a.src, &out = a.out;
-  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, a.residual, true);
-  auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "channels_last vector gather");
-  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.off(), t.w(), t.npts(), t.halo(), t.same(), plan.fg,
-      a.sign, vec_ok, static_cast<int>(plan.tile));
-  MMO1D_CUDA_CHECK(cudaGetLastError());
-}
-
-// Domain: channels_last, float32/float16/bfloat16, any C and K; stride 1 (g: the plane of x and
-// dy), or stride 2 (four parity classes; g: dy's plane).
-template <typename scalar_t>
-bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  if (pass != Pass::kWeightGrad || !p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
-  const int classes = p.stride == 1 ? 1 : 4;
   FastGeometry g{static_cast<int>(p.C),
-                 p.K,
+                 rows,
                  static_cast<int>(out_size(p.H, p.stride)),
                  static_cast<int>(out_size(p.W, p.stride)),
                  0,
                  0,
                  0,
                  0};
-  const int halo_k = classes == 1 ? g.K : class_halo_k(g.K);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, true);
   const int64_t hard = std::min(max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)));
@@ -92,38 +73,92 @@ bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
                             int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
-  const int chunks = ceil_div(p.N, plan->chunk);
-  plan->parts = g.tiles * chunks;
-  plan->path = classes == 1 ? "vec_wgrad_nhwc" : "vec_wgrad_classes_nhwc";
+  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = vec_variant(g);
-  plan->launch = LaunchShape{cgroups * g.tiles * chunks, classes, kFastThreads, fixed + plan->tile};
+  plan->launch = LaunchShape{cgroups * g.tiles * ceil_div(p.N, plan->chunk), classes, kFastThreads, fixed + plan->tile};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes), plan->launch);
 }
 
 template <typename scalar_t>
-void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
-  const at::Tensor &x = a.src, &dy = *a.dy;
-  at::Tensor* db = a.db;
-  const int classes = static_cast<int>(plan.launch.grid_y);
-  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, false, false, classes);
+void launch_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, int sign,
+                       const int2* off, const float* w, const int* npts, const int2* halo, const int* same) {
+  auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "channels_last vector gather");
+  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w, npts, halo, same, plan.fg, sign, vec_ok,
+      static_cast<int>(plan.tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename scalar_t>
+at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
+                                     const int* npts, const int2* halo, const int* same, at::Tensor* bpartial) {
   const FastGeometry& g = plan.fg;
+  const int classes = static_cast<int>(plan.launch.grid_y);
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
-  at::Tensor bpartial;
-  if (db != nullptr) bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
+  if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last weight-gradient");
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), t.off(), t.npts(), t.halo(), t.same(), partial.data_ptr<float>(),
-      db != nullptr ? bpartial.data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)), static_cast<int>(x.size(3)),
-      static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile));
+      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo, same, partial.data_ptr<float>(),
+      bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)),
+      static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile));
   MMO1D_CUDA_CHECK(cudaGetLastError());
-  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), a.out, g.C, g.K, plan.parts, classes,
-                                       db != nullptr ? &bpartial : nullptr, db);
+  return partial;
 }
+
+// Domain: the stride-1 gathers, channels_last, float32/float16/bfloat16, any C and K.
+template <typename scalar_t>
+bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
+  if (pass == Pass::kWeightGrad || p.stride != 1 || !p.nhwc) return false;
+  plan->path = "vec_nhwc";
+  return plan_vec_gather<scalar_t>(p, p.K, p.K, plan);
+}
+
+template <typename scalar_t>
+void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, a.residual, true);
+  launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, t.off(), t.w(), t.npts(), t.halo(), t.same());
+}
+
+// Domain: channels_last, float32/float16/bfloat16, any C and K; stride 1 (g: the plane of x and
+// dy), or stride 2 (four parity classes; g: dy's plane).
+template <typename scalar_t>
+bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
+  if (pass != Pass::kWeightGrad || !p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
+  const int classes = p.stride == 1 ? 1 : 4;
+  plan->path = classes == 1 ? "vec_wgrad_nhwc" : "vec_wgrad_classes_nhwc";
+  return plan_vec_wgrad<scalar_t>(p, p.K, classes == 1 ? p.K : class_halo_k(p.K), classes, plan);
+}
+
+template <typename scalar_t>
+void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
+  const int classes = static_cast<int>(plan.launch.grid_y);
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, false, false, classes);
+  at::Tensor bpartial;
+  const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.off(), t.npts(), t.halo(),
+                                                                 t.same(), a.db != nullptr ? &bpartial : nullptr);
+  launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), a.out, plan.fg.C, plan.fg.K, plan.parts, classes,
+                                       a.db != nullptr ? &bpartial : nullptr, a.db);
+}
+
+#define MMO1D_INSTANTIATE_VEC(T)                                                                                   \
+  template bool plan_vec_gather<T>(const Problem&, int, int, Plan*);                                               \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, Plan*);                                           \
+  template void launch_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, int, const int2*,      \
+                                     const float*, const int*, const int2*, const int*);                           \
+  template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const int2*, \
+                                                   const int*, const int2*, const int*, at::Tensor*);
+MMO1D_INSTANTIATE_VEC(float)
+MMO1D_INSTANTIATE_VEC(c10::Half)
+MMO1D_INSTANTIATE_VEC(c10::BFloat16)
+#undef MMO1D_INSTANTIATE_VEC
 
 MMO1D_INSTANTIATE_FAMILY(VecGather)
 MMO1D_INSTANTIATE_FAMILY(VecWgrad)
