@@ -24,6 +24,9 @@ MMO1D_FAMILY(SegGather, false, false, false, "seg_nchw")
 MMO1D_FAMILY(VecWgrad, false, true, false, "vec_wgrad_nhwc", "vec_wgrad_classes_nhwc")
 // NCHW weight gradient, stride 1 (nchw_fast.cu).
 MMO1D_FAMILY(SegWgrad, false, false, false, "seg_wgrad_nchw")
+// Interpolated taps ('bilinear', 'gaussian'), channels_last, C a multiple of the channel block,
+// stride 1: the window gathers over the runs of the taps' samples (interp_win.cu).
+MMO1D_FAMILY(InterpWin, false, false, true, "interp_win_nhwc")
 // Interpolated taps ('bilinear', 'gaussian'), channels_last, stride 1: the vector gathers and
 // weight gradient on the taps' samples, the bias gradient in the same pass (interp_vec.cu).
 MMO1D_FAMILY(InterpVec, false, true, true, "interp_vec_nhwc", "interp_vec_wgrad_nhwc")
@@ -40,7 +43,8 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, InterpVec, Interp, General>;
+using Families =
+    FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, InterpWin, InterpVec, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

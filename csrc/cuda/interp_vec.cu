@@ -7,12 +7,19 @@
 // family (interp.cu), all reductions in a fixed order (deterministic).
 #include <ATen/cuda/CUDAContext.h>
 
+#include <algorithm>
+
 #include "families.cuh"
 #include "interp_tables.cuh"
 #include "nhwc_vec.cuh"
 
 namespace mmo1d {
 namespace cuda {
+
+// Points per weight-gradient block: the per-warp sums of the points (a bilinear line of K=31 has up
+// to 124) stay within those of a rounded line of 31 taps, so that blocks get the tiles and the
+// occupancy of the rounded op's weight gradient; longer tables are summed in slices.
+constexpr int kInterpWgradPoints = 32;
 
 // Domain: interpolated taps, channels_last, stride 1, float32/float16/bfloat16, any C and K whose
 // tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output).
@@ -23,7 +30,7 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   const int halo_k = 2 * interp_halo(*p.interp, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad_nhwc";
-    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, plan);
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan);
   }
   plan->path = "interp_vec_nhwc";
   return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);

@@ -56,7 +56,7 @@ bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
 }
 
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, Plan* plan) {
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g{static_cast<int>(p.C),
                  rows,
@@ -66,7 +66,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, Plan* p
                  0,
                  0,
                  0};
-  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, true);
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   const int64_t hard = std::min(max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)));
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
@@ -77,7 +77,10 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, Plan* p
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = vec_variant(g);
-  plan->launch = LaunchShape{cgroups * g.tiles * ceil_div(p.N, plan->chunk), classes, kFastThreads, fixed + plan->tile};
+  plan->classes = classes;
+  plan->points = points;
+  const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
+  plan->launch = LaunchShape{cgroups * g.tiles * ceil_div(p.N, plan->chunk), grid_y, kFastThreads, fixed + plan->tile};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes), plan->launch);
 }
 
@@ -98,7 +101,7 @@ template <typename scalar_t>
 at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
                                      const int* npts, const int2* halo, const int* same, at::Tensor* bpartial) {
   const FastGeometry& g = plan.fg;
-  const int classes = static_cast<int>(plan.launch.grid_y);
+  const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
@@ -108,7 +111,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
       x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo, same, partial.data_ptr<float>(),
       bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)),
-      static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile));
+      static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile),
+      plan.points);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return partial;
 }
@@ -134,12 +138,12 @@ bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass != Pass::kWeightGrad || !p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
   const int classes = p.stride == 1 ? 1 : 4;
   plan->path = classes == 1 ? "vec_wgrad_nhwc" : "vec_wgrad_classes_nhwc";
-  return plan_vec_wgrad<scalar_t>(p, p.K, classes == 1 ? p.K : class_halo_k(p.K), classes, plan);
+  return plan_vec_wgrad<scalar_t>(p, p.K, classes == 1 ? p.K : class_halo_k(p.K), classes, p.K, plan);
 }
 
 template <typename scalar_t>
 void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
-  const int classes = static_cast<int>(plan.launch.grid_y);
+  const int classes = plan.classes;
   const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, false, false, classes);
   at::Tensor bpartial;
   const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.off(), t.npts(), t.halo(),
@@ -150,7 +154,7 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 
 #define MMO1D_INSTANTIATE_VEC(T)                                                                                   \
   template bool plan_vec_gather<T>(const Problem&, int, int, Plan*);                                               \
-  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, Plan*);                                           \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*);                                      \
   template void launch_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, int, const int2*,      \
                                      const float*, const int*, const int2*, const int*);                           \
   template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const int2*, \

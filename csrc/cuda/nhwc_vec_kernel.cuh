@@ -132,17 +132,22 @@ __global__ void __launch_bounds__(kFastThreads, 3)
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
 // g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
 // the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
-// input; each class has its own tables and partial sums.
+// input; each class has its own tables and partial sums. P = 1: blockIdx.y is a slice of pcap
+// points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
+// would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
+// gradient rides along with the first slice.
 template <typename scalar_t, int R, int P>
 __global__ void __launch_bounds__(kFastThreads, 3)
     vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const int2* __restrict__ toff, const int* __restrict__ tnpts, const int2* __restrict__ thalo,
                           const int* __restrict__ tsame, float* __restrict__ partial, float* __restrict__ bpartial,
-                          const FastGeometry g, int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes) {
+                          const FastGeometry g, int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes,
+                          int pcap) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
   const int cls = P == 1 ? 0 : blockIdx.y;
+  const int j0 = P == 1 ? blockIdx.y * pcap : 0;  // the block's first point
   const int pa = cls >> 1, pb = cls & 1;
   toff += int64_t(cls) * g.C * g.K;
   tnpts += int64_t(cls) * g.C;
@@ -164,16 +169,20 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
   block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
-  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int np = min(max(s_np - j0, 0), pcap), ph = s_ph, pwid = s_pw;
+  // The bias gradient (sum of dy over the block's outputs) rides along in the first class's (or
+  // slice's) blocks: every output's dy is loaded once there.
+  const bool with_bias = bpartial != nullptr && blockIdx.y == 0;
+  if (np == 0 && !with_bias) return;  // a slice beyond the block's points
   const int EW = twd + 2 * pwid;
   const int strip = min(th, tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
   int* soff = reinterpret_cast<int*>(smem);
-  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * g.K * CB));
-  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * g.K * CB) +
-                                            align16(sizeof(float) * g.K * CB * (kFastThreads / 32)));
+  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
+                                            align16(sizeof(float) * pcap * CB * (kFastThreads / 32)));
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
-    const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    const int2 o = (ch < g.C && j0 + j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
     soff[e] = (o.x + ph) * EW + (o.y + pwid);
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
@@ -181,9 +190,6 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int cq = c0 + quarter * V;
   const FastDiv div_tw(twd);
   const int n_end = min(N, (ck + 1) * chunk);
-  // The bias gradient (sum of dy over the block's outputs) rides along in the first class's blocks:
-  // every output's dy is loaded once there.
-  const bool with_bias = bpartial != nullptr && cls == 0;
   float bacc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
@@ -262,10 +268,10 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const int parts = g.tiles * chunks;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
-    if (ch >= g.C || j >= tnpts[ch]) continue;
+    if (ch >= g.C || j0 + j >= tnpts[ch]) continue;
     float v = 0.0f;
     for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
-    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
     float v = 0.0f;

@@ -83,8 +83,8 @@ def test_path_list_comes_from_the_compiled_families():
         return
     assert len(paths) == len(set(paths)) and all(p and '+' not in p for p in paths)
     # The general family serves every rounded call, so the dispatcher tries it last; the
-    # interpolated families serve the interpolated calls (learnable angles), the vector one first.
+    # interpolated families serve the interpolated calls (learnable angles), the fast ones first.
     assert paths[-4:] == ['gather_nchw', 'gather_nhwc', 'wgrad_nchw', 'wgrad_nhwc']
-    interp = ['interp_vec_nhwc', 'interp_vec_wgrad_nhwc', 'interp_gather_nchw', 'interp_gather_nhwc',
+    interp = ['interp_win_nhwc', 'interp_vec_nhwc', 'interp_vec_wgrad_nhwc', 'interp_gather_nchw', 'interp_gather_nhwc',
               'interp_wgrad_nchw', 'interp_wgrad_nhwc']
     assert [p for p in paths if p.startswith('interp_')] == interp

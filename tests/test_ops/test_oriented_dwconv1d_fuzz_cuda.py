@@ -147,9 +147,9 @@ ANCHORS = [
     Case(2, 64, 40, 33, 15, 2, torch.float32, 'nchw', False, 'bilinear', 18),
     Case(2, 24, 40, 33, 31, 3, torch.float16, 'nchw', True, 'gaussian', 19),
     Case(1, 24, 30, 31, 63, 1, torch.float64, 'channels_last', False, 'gaussian', 20),
-    # The interpolated vector paths with C not a multiple of the channel block (unaligned loads) and
-    # per-channel angles (seed 23: arbitrary angles); the general interpolated paths in
-    # channels_last at stride 2.
+    # The interpolated vector paths with C not a multiple of the channel block (unaligned loads),
+    # the window path with per-channel angles (seed 23: arbitrary angles), the general interpolated
+    # paths in channels_last at stride 2.
     Case(2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', True, 'bilinear', 21),
     Case(2, 40, 33, 28, 31, 1, torch.float32, 'channels_last', False, 'gaussian', 23),
     Case(2, 64, 40, 33, 15, 2, torch.bfloat16, 'channels_last', False, 'bilinear', 24),
@@ -321,8 +321,11 @@ def test_path_query_follows_the_domains():
     assert path(64, 56, 31, 3, torch.float32, 'channels_last', 'backward_weight') == 'wgrad_nhwc'
     x = torch.randn(2, 64, 56, 56, device='cuda', dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
     w = torch.randn(64, 31, device='cuda', dtype=torch.bfloat16)
-    assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
-    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian') == 'interp_vec_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_win_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian') == 'interp_win_nhwc'
+    assert oriented_dwconv1d_path(x[:, :60], w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
+    w63 = torch.randn(64, 63, device='cuda', dtype=torch.bfloat16)  # offsets beyond the segment builder's grid
+    assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
     assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian') == 'interp_vec_wgrad_nhwc'
     assert oriented_dwconv1d_path(x, w, 2, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian') == 'interp_wgrad_nhwc'

@@ -1,0 +1,104 @@
+// Segment tables of the interpolated taps' points (interp_tables.cuh), in the layout of the rounded
+// taps' SegTables (tables.cuh), for the channels_last window kernel: per channel the axis along which
+// the points form the fewest runs, the runs (first point, length, first weight slot) and the merged
+// weights in run order. A bilinear line is two or three runs per row near the axes, a few
+// diagonal runs near 45 degrees.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "interp_tables.cuh"
+#include "tables.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// The cells of the per-thread occupancy grid (2 h + 1)^2 over the offsets |dh|, |dw| <= h, and the
+// most points a channel may have (a cell holds a point's index in a byte; 255 marks an empty one).
+constexpr int kSegGridCells = 2048;
+constexpr int kSegMaxPoints = 255;
+
+// One thread per channel: the first npts[c] points of row c (offsets sign * off, weights pw; rows
+// per channel) as runs along one of the four axes of mode_step; the axis with the fewest runs (the
+// first of equals). Runs are listed in the order of their first point's index; slots beyond the
+// channel's points get weight 0. same: the channels' same-as-previous flags (interp_same_kernel).
+__global__ static void interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw,
+                                              const int* __restrict__ npts, const int* __restrict__ same, int C,
+                                              int rows, int h, int sign, SegInfo* __restrict__ info,
+                                              int4* __restrict__ segs, float* __restrict__ segw) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int side = 2 * h + 1, cells = side * side, n = npts[c];
+  const int64_t base = int64_t(c) * rows;
+  unsigned char grid[kSegGridCells];
+  for (int i = 0; i < cells; ++i) grid[i] = 255;
+  for (int j = 0; j < n; ++j) {
+    const int2 o = off[base + j];
+    grid[(sign * o.x + h) * side + sign * o.y + h] = static_cast<unsigned char>(j);
+  }
+  // The point at offset (dh, dw) from the centre cell, or 255.
+  auto at = [&](int dh, int dw) -> int {
+    return (dh < -h || dh > h || dw < -h || dw > h) ? 255 : grid[(dh + h) * side + dw + h];
+  };
+  int mode = 0, best = n + 1;
+  for (int m = 0; m < 4; ++m) {
+    int ui, uj;
+    mode_step(m, &ui, &uj);
+    int runs = 0;
+    for (int j = 0; j < n; ++j) {
+      const int2 o = off[base + j];
+      runs += at(sign * o.x - ui, sign * o.y - uj) == 255;
+    }
+    if (runs < best) {
+      best = runs;
+      mode = m;
+    }
+  }
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  int nseg = 0, slot = 0;
+  for (int j = 0; j < n; ++j) {
+    const int2 o = off[base + j];
+    const int dh = sign * o.x, dw = sign * o.y;
+    if (at(dh - ui, dw - uj) != 255) continue;  // not the first point of its run
+    int len = 0;
+    for (int q = at(dh, dw); q != 255; q = at(dh + len * ui, dw + len * uj)) {
+      segw[base + slot + len] = pw[base + q];
+      ++len;
+    }
+    segs[base + nseg] = make_int4(dh, dw, len, slot);
+    slot += len;
+    ++nseg;
+  }
+  for (int k = slot; k < rows; ++k) segw[base + k] = 0.0f;
+  info[c] = SegInfo{mode, nseg, n, same[c]};
+}
+
+// The segment tables of the gather with offsets sign * off over the first `npts` points of tables
+// t (built with_same); the halos are t's.
+struct InterpSegments {
+  at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4)
+  int64_t C;
+  const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
+  const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + 4 * C); }
+  const float* w() const { return weights.data_ptr<float>(); }
+};
+
+inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign) {
+  InterpSegments s;
+  s.C = t.C;
+  s.ints = at::empty({4 * t.C + 4 * t.C * t.R}, t.ints.options());
+  s.weights = at::empty({t.C * t.R}, t.accs.options());
+  // 32 threads per block: the channels spread over many multiprocessors (each thread walks its
+  // channel's points serially, with its occupancy grid in local memory).
+  interp_segments_kernel<<<ceil_div(t.C, int64_t(32)), 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+      t.off(), t.w(), npts, t.same.data_ptr<int>(), static_cast<int>(t.C), static_cast<int>(t.R), h, sign,
+      reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * t.C),
+      s.weights.data_ptr<float>());
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return s;
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,38 @@
+// Launcher of the interpolated window family: the stride-1 gathers (forward, input gradient) of
+// 'bilinear' and 'gaussian' taps on channels_last float32, float16 and bfloat16 tensors whose C is a
+// multiple of the channel block, through the channels_last window kernel (nhwc_window.cuh) over the
+// runs that the points of the taps' samples form (interp_segments.cuh).
+#include "families.cuh"
+#include "interp_segments.cuh"
+#include "nhwc_window.cuh"
+#include "tiling.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Domain: interpolated taps, channels_last, aligned, C % (32 bytes of channels) == 0, stride 1,
+// gathers; tables of at most kSegMaxPoints rows whose offsets fit the segment builder's grid.
+template <typename scalar_t>
+bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  if (pass == Pass::kWeightGrad || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 1) return false;
+  const int rows = interp_rows(*p.interp, p.K), h = interp_halo(*p.interp, p.K);
+  if (rows > kSegMaxPoints || (2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;
+  plan->path = "interp_win_nhwc";
+  // The tile budget of the rounded taps' window gather, beside the larger tables.
+  const int64_t soft = kVecGatherBudget - win_fixed_bytes<scalar_t>(p.K) + win_fixed_bytes<scalar_t>(rows);
+  return plan_win_gather<scalar_t>(p, rows, 2 * h + 1, soft, 1, plan);
+}
+
+template <typename scalar_t>
+void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, true);
+  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);
+  launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());
+}
+
+MMO1D_INSTANTIATE_FAMILY(InterpWin)
+
+}  // namespace cuda
+}  // namespace mmo1d
