@@ -23,10 +23,12 @@ constexpr int kSegMaxPoints = 255;
 // per channel) as runs along one of the four axes of mode_step; the axis with the fewest runs (the
 // first of equals). Runs are listed in the order of their first point's index; slots beyond the
 // channel's points get weight 0. same: the channels' same-as-previous flags (interp_same_kernel).
+// slot_of (optional): each point's slot in run order (0 beyond the channel's points).
 __global__ static void interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw,
                                               const int* __restrict__ npts, const int* __restrict__ same, int C,
                                               int rows, int h, int sign, SegInfo* __restrict__ info,
-                                              int4* __restrict__ segs, float* __restrict__ segw) {
+                                              int4* __restrict__ segs, float* __restrict__ segw,
+                                              int* __restrict__ slot_of) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int side = 2 * h + 1, cells = side * side, n = npts[c];
@@ -65,37 +67,44 @@ __global__ static void interp_segments_kernel(const int2* __restrict__ off, cons
     int len = 0;
     for (int q = at(dh, dw); q != 255; q = at(dh + len * ui, dw + len * uj)) {
       segw[base + slot + len] = pw[base + q];
+      if (slot_of != nullptr) slot_of[base + q] = slot + len;
       ++len;
     }
     segs[base + nseg] = make_int4(dh, dw, len, slot);
     slot += len;
     ++nseg;
   }
-  for (int k = slot; k < rows; ++k) segw[base + k] = 0.0f;
+  for (int k = slot; k < rows; ++k) {
+    segw[base + k] = 0.0f;
+    if (slot_of != nullptr) slot_of[base + k] = 0;
+  }
   info[c] = SegInfo{mode, nseg, n, same[c]};
 }
 
 // The segment tables of the gather with offsets sign * off over the first `npts` points of tables
-// t (built with_same); the halos are t's.
+// t (built with_same); the halos are t's. With slots, also each point's slot (C, R).
 struct InterpSegments {
-  at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4)
-  int64_t C;
+  at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4) | slot_of (C * R, with slots)
+  int64_t C, R;
   const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
   const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + 4 * C); }
   const float* w() const { return weights.data_ptr<float>(); }
+  at::Tensor slot_of() const { return ints.narrow(0, 4 * C + 4 * C * R, C * R).view({C, R}); }
 };
 
-inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign) {
+inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign,
+                                            bool slots = false) {
   InterpSegments s;
   s.C = t.C;
-  s.ints = at::empty({4 * t.C + 4 * t.C * t.R}, t.ints.options());
+  s.R = t.R;
+  s.ints = at::empty({4 * t.C + (slots ? 5 : 4) * t.C * t.R}, t.ints.options());
   s.weights = at::empty({t.C * t.R}, t.accs.options());
   // 32 threads per block: the channels spread over many multiprocessors (each thread walks its
   // channel's points serially, with its occupancy grid in local memory).
   interp_segments_kernel<<<ceil_div(t.C, int64_t(32)), 32, 0, at::cuda::getCurrentCUDAStream()>>>(
       t.off(), t.w(), npts, t.same.data_ptr<int>(), static_cast<int>(t.C), static_cast<int>(t.R), h, sign,
       reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * t.C),
-      s.weights.data_ptr<float>());
+      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * t.C + 4 * t.C * t.R : nullptr);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return s;
 }

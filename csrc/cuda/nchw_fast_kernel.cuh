@@ -204,13 +204,16 @@ __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, i
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
 // kernel, with dy in registers; every thread accumulates its own column of per-point sums in
 // shared memory, a block adds the columns in a fixed order and writes
-// partial[c][part][point] (points in segment order, part = tile * chunks + chunk).
+// partial[c][part][point] (points in segment order, part = tile * chunks + chunk). blockIdx.y is a
+// slice of pcap points, [blockIdx.y * pcap, + pcap), of tables of g.K rows: long tables, whose
+// columns would not fit the shared memory of several blocks at once, are summed slice by slice,
+// each block walking the parts of the runs that fall in its slice.
 template <typename scalar_t>
 __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const SegInfo* __restrict__ info, const int4* __restrict__ segs,
                           const int2* __restrict__ halo, float* __restrict__ partial, const FastGeometry g, int N,
-                          int chunk) {
+                          int chunk, int pcap) {
   constexpr int R = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
@@ -220,6 +223,8 @@ __global__ void __launch_bounds__(kFastThreads)
   const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
   const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
   const SegInfo inf = info[c];
+  const int j0 = blockIdx.y * pcap, np = min(inf.npts - j0, pcap);  // the slice's points
+  if (np <= 0) return;
   const int2 hl = halo[c];
   const int EH = seg_tile_rows(th, hl.x);
   const int EW = seg_tile_cols(tw, hl.y);
@@ -227,12 +232,12 @@ __global__ void __launch_bounds__(kFastThreads)
   const int nthreads = blockDim.x;
   int4* sseg = reinterpret_cast<int4*>(smem);
   float* acc = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
-  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * g.K * nthreads));
+  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * pcap * nthreads));
   for (int s = threadIdx.x; s < inf.nseg; s += nthreads) {
     const int4 e = segs[int64_t(c) * g.K + s];
     sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
   }
-  for (int e = threadIdx.x; e < inf.npts * nthreads; e += nthreads) acc[e] = 0.0f;
+  for (int e = threadIdx.x; e < np * nthreads; e += nthreads) acc[e] = 0.0f;
   int ui, uj;
   mode_step(inf.mode, &ui, &uj);
   const int ustep = ui * pitch + uj;
@@ -261,7 +266,11 @@ __global__ void __launch_bounds__(kFastThreads)
       const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
       for (int s = 0; s < inf.nseg; ++s) {
         const int4 e = sseg[s];
-        run_segment_wgrad<R>(S, b0 + e.x, ustep, e.y, acc + e.z * nthreads + threadIdx.x, nthreads, gr);
+        // Points [lo, hi) of the run fall in the slice.
+        const int lo = max(j0 - e.z, 0), hi = min(e.y, j0 + pcap - e.z);
+        if (lo >= hi) continue;
+        run_segment_wgrad<R>(S, b0 + e.x + lo * ustep, ustep, hi - lo, acc + (e.z + lo - j0) * nthreads + threadIdx.x,
+                             nthreads, gr);
       }
     }
   }
@@ -269,11 +278,11 @@ __global__ void __launch_bounds__(kFastThreads)
   // Point j: the columns of all threads, lane-strided then a butterfly, in a fixed order.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = nthreads >> 5;
   const int parts = g.tiles * chunks;
-  for (int j = warp; j < inf.npts; j += nwarps) {
+  for (int j = warp; j < np; j += nwarps) {
     float v = 0.0f;
     for (int t = lane; t < nthreads; t += 32) v += acc[j * nthreads + t];
     v = warp_sum(v);
-    if (lane == 0) partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j] = v;
+    if (lane == 0) partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
   }
 }
 

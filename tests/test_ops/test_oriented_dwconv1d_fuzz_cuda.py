@@ -153,6 +153,9 @@ ANCHORS = [
     Case(2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', True, 'bilinear', 21),
     Case(2, 40, 33, 28, 31, 1, torch.float32, 'channels_last', False, 'gaussian', 23),
     Case(2, 64, 40, 33, 15, 2, torch.bfloat16, 'channels_last', False, 'bilinear', 24),
+    # The interpolated NCHW segment paths (seed 26: arbitrary angles).
+    Case(2, 24, 37, 33, 31, 1, torch.float32, 'nchw', True, 'gaussian', 25),
+    Case(2, 40, 30, 29, 15, 1, torch.bfloat16, 'nchw', False, 'bilinear', 26),
 ]
 
 
@@ -323,7 +326,8 @@ def test_path_query_follows_the_domains():
     w = torch.randn(64, 31, device='cuda', dtype=torch.bfloat16)
     assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_win_nhwc'
     assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian') == 'interp_win_nhwc'
-    assert oriented_dwconv1d_path(x[:, :60], w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
+    x60 = x[:, :60].contiguous(memory_format=torch.channels_last)  # C not a multiple of 16
+    assert oriented_dwconv1d_path(x60, w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
     w63 = torch.randn(64, 63, device='cuda', dtype=torch.bfloat16)  # offsets beyond the segment builder's grid
     assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
     assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian') == 'interp_vec_wgrad_nhwc'
@@ -331,5 +335,8 @@ def test_path_query_follows_the_domains():
     assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian') == 'interp_wgrad_nhwc'
     assert oriented_dwconv1d_path(x.double(), w.double(), 1, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x.contiguous(), w, 2, 'backward_input', rounding='bilinear') == 'interp_gather_nchw'
+    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_input', rounding='bilinear') == 'interp_seg_nchw'
+    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_weight', rounding='gaussian') == \
+        'interp_seg_wgrad_nchw'
     with pytest.raises(ValueError, match='pass_ must be'):
         path(64, 56, 31, 1, torch.float32, 'nchw', 'sideways')

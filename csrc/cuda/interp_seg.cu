@@ -1,0 +1,54 @@
+// Launcher of the interpolated segment family: the stride-1 gathers (forward, input gradient) and
+// weight gradient of 'bilinear' and 'gaussian' taps on NCHW float32, float16 and bfloat16 tensors,
+// through the NCHW segment-window kernels (nchw_fast.cuh) over the runs that the points of the taps'
+// samples form (interp_segments.cuh). The weight gradient sums dy * x at every point in slices of
+// points (all points when the angle's gradient is wanted); the weight and angle gradients are the
+// contractions of those sums, as in the interpolated family (interp.cu).
+#include <algorithm>
+
+#include "families.cuh"
+#include "interp_segments.cuh"
+#include "nchw_fast.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Points per weight-gradient block: per-thread sums of at most those of a rounded line of 31 taps.
+constexpr int kInterpSegWgradPoints = 32;
+
+// Domain: interpolated taps, NCHW, stride 1; tables of at most kSegMaxPoints rows whose offsets fit
+// the segment builder's grid.
+template <typename scalar_t>
+bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
+  if (p.nhwc || p.stride != 1) return false;
+  const int rows = interp_rows(*p.interp, p.K), h = interp_halo(*p.interp, p.K);
+  if (rows > kSegMaxPoints || (2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;
+  if (pass == Pass::kWeightGrad) {
+    plan->path = "interp_seg_wgrad_nchw";
+    return plan_seg_wgrad<scalar_t>(p, rows, 2 * h + 1, std::min(rows, kInterpSegWgradPoints), plan);
+  }
+  plan->path = "interp_seg_nchw";
+  return plan_seg_gather<scalar_t>(p, rows, 2 * h + 1, plan);
+}
+
+template <typename scalar_t>
+void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, true);
+  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  if (a.dy == nullptr) {
+    const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);
+    launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());
+    return;
+  }
+  const bool all = a.dtheta != nullptr;
+  const InterpSegments s = build_interp_segments(t, all ? t.npts_all() : t.npts_gather(), h, 1, true);
+  const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, s.info(), s.segs(), t.halo());
+  // The sums per slot (run order), then per point; rows beyond a channel's points are never read.
+  const at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1).gather(1, s.slot_of().to(at::kLong));
+  contract<float>(t, G, all, a.weight, a.out, a.dtheta);
+}
+
+MMO1D_INSTANTIATE_FAMILY(InterpSeg)
+
+}  // namespace cuda
+}  // namespace mmo1d
