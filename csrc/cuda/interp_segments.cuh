@@ -1,8 +1,9 @@
 // Segment tables of the interpolated taps' points (interp_tables.cuh), in the layout of the rounded
-// taps' SegTables (tables.cuh), for the channels_last window kernel: per channel the axis along which
-// the points form the fewest runs, the runs (first point, length, first weight slot) and the merged
-// weights in run order. A bilinear line is two or three runs per row near the axes, a few
-// diagonal runs near 45 degrees.
+// taps' SegTables (tables.cuh), for the segment-window kernels (channels_last window, NCHW gather and
+// weight gradient): per channel the axis along which the points form the fewest runs, the runs
+// (first point, length, first weight slot) and the merged weights in run order. Built at each call
+// (the angles learn). A bilinear line near an axis is two or three long runs along it; between the
+// axes and the diagonals, a run of a few points per row.
 #pragma once
 
 #include <ATen/ATen.h>
