@@ -1,14 +1,17 @@
 """Per-pass CUDA times of the oriented op: truncation against the interpolated taps, each kernel call alone.
 
 For bfloat16 channels_last and NCHW (C=384) and float32 NCHW (C=512), N=64, 56x56, K=31, angles the
-8 directions moved by uniform(-0.05, 0.05) rad per channel (seed 0), times the three compiled ops of
-each pass (forward with bias and residual, input gradient, weight + bias (+ angle) gradient) for
-'trunc', 'bilinear' and 'gaussian' (sigma 0.5, radius 1) in 4 interleaved rounds of 10 calls after
-3 warm-up calls, and prints the median of each with the kernel path it took. For channels_last it
-also times the copies to NCHW and back (what a route through the NCHW kernels would add).
+8 directions moved by uniform(-jitter, jitter) rad per channel (seed 0; --jitter, default 0.05),
+times the three compiled ops of each pass (forward with bias and residual, input gradient,
+weight + bias (+ angle) gradient) for 'trunc', 'bilinear' and 'gaussian' (sigma 0.5, radius 1) in
+4 interleaved rounds of 10 calls after 3 warm-up calls, and prints the median of each with the
+kernel path it took. For channels_last it also times the copies to NCHW and back (what a route
+through the NCHW kernels would add).
 
-    python .dev_scripts/time_interp_passes.py
+    python .dev_scripts/time_interp_passes.py [--jitter 0]
 """
+import argparse
+
 import torch
 
 from mmo1d.benchmark.timing import time_samples
@@ -36,7 +39,10 @@ def cases(x, dy, w, b, th):
 
 
 def main() -> None:
-    print(torch.cuda.get_device_name(), 'torch', torch.__version__)
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--jitter', type=float, default=0.05, help='largest angle change per channel, rad')
+    args = parser.parse_args()
+    print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'jitter', args.jitter)
     torch.manual_seed(0)
     for dtype, c, cl in [(torch.bfloat16, 384, True), (torch.bfloat16, 384, False), (torch.float32, 512, False)]:
         x = torch.randn(N, c, H, H, device='cuda', dtype=dtype)
@@ -45,7 +51,7 @@ def main() -> None:
         dy = torch.randn_like(x)
         w = torch.randn(c, K, device='cuda', dtype=dtype) / K**0.5
         b = torch.randn(c, device='cuda', dtype=dtype)
-        jitter = torch.rand(c, generator=torch.Generator().manual_seed(0)) * 0.1 - 0.05
+        jitter = (torch.rand(c, generator=torch.Generator().manual_seed(0)) * 2 - 1) * args.jitter
         th = (oriented_angles(c) + jitter).cuda()
         calls = cases(x, dy, w, b, th)
         times = {k: [[], [], []] for k in calls}
