@@ -116,6 +116,118 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
   }
 }
 
+// The warp-per-channel builder's limits: points per channel (a point's index is a byte of the
+// offset grid) and cells of that grid ((2 h + 1)^2 for offsets within h = K / 2 + reach + 1).
+constexpr int kInterpWarpRows = 255;
+constexpr int kInterpWarpCells = 8192;
+
+// Whether build_interp_tables_warp_kernel takes tables of this spec and K.
+inline bool interp_warp_builder(const InterpSpec& spec, int K) {
+  const int side = 2 * interp_halo(spec, K) + 1;
+  return interp_rows(spec, K) <= kInterpWarpRows && side * side <= kInterpWarpCells;
+}
+
+// The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
+// (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples,
+// lane 0 merges them into points in sample order with a shared-memory grid over the offsets (a
+// lookup instead of a search, the same sums in the same order), the lanes order the points (those
+// of nonzero coefficient first) and map the samples to them.
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(32)
+    build_interp_tables_warp_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int K,
+                                    int rows, int h, const InterpSpec spec, bool residual, int2* __restrict__ off,
+                                    acc_t* __restrict__ pw, int* __restrict__ npts_gather, int* __restrict__ npts_all,
+                                    int2* __restrict__ halo, int* __restrict__ spt, acc_t* __restrict__ coef,
+                                    acc_t* __restrict__ dcoef) {
+  __shared__ unsigned char grid[kInterpWarpCells];
+  __shared__ int2 p_off[kInterpWarpRows];
+  __shared__ acc_t p_w[kInterpWarpRows];
+  __shared__ int p_nz[kInterpWarpRows], p_order[kInterpWarpRows], s_n;
+  const int c = blockIdx.x, lane = threadIdx.x;
+  const int M = spec.samples(), S = K * M, side = 2 * h + 1;
+  const int64_t rbase = int64_t(c) * rows, sbase = int64_t(c) * S;
+  for (int i = lane; i < side * side; i += 32) grid[i] = 255;
+  acc_t s, co;
+  interp_sincos(theta[c], &s, &co);
+  // The samples, a tap per lane: coefficients, derivatives, and in spt the offsets (dh, dw) packed
+  // as (dh + h) * side + (dw + h), or -1 for a sample outside the band.
+  for (int t = lane; t < K; t += 32) {
+    int dh[kMaxInterpSamples], dw[kMaxInterpSamples];
+    acc_t cf[kMaxInterpSamples], dcf[kMaxInterpSamples];
+    tap_samples<acc_t>(spec, s, co, t - K / 2, dh, dw, cf, dcf);
+    for (int m = 0; m < M; ++m) {
+      const int64_t si = sbase + int64_t(t) * M + m;
+      coef[si] = cf[m];
+      dcoef[si] = dcf[m];
+      spt[si] = (cf[m] == acc_t(0) && dcf[m] == acc_t(0)) ? -1 : (dh[m] + h) * side + dw[m] + h;
+    }
+  }
+  __syncwarp();
+  if (lane == 0) {
+    int n = 0;
+    for (int t = 0; t < K; ++t) {
+      const acc_t wt = static_cast<acc_t>(weight[int64_t(c) * K + t]);
+      for (int m = 0; m < M; ++m) {
+        const int64_t si = sbase + int64_t(t) * M + m;
+        const int cell = spt[si];
+        if (cell < 0) continue;
+        int p = grid[cell];
+        const int dh = cell / side - h, dw = cell % side - h;
+        if (p == 255) {
+          if (n == rows) __trap();  // beyond interp_rows' bound: a bug, never silently dropped
+          p = n++;
+          grid[cell] = static_cast<unsigned char>(p);
+          p_off[p] = make_int2(dh, dw);
+          p_w[p] = acc_t(0);
+          p_nz[p] = 0;
+        }
+        const acc_t cf = coef[si];
+        const bool centre = residual && t == K / 2 && dh == 0 && dw == 0;
+        p_w[p] += wt * cf + (centre ? acc_t(1) : acc_t(0));
+        p_nz[p] |= cf != acc_t(0);
+        spt[si] = p;
+      }
+    }
+    s_n = n;
+  }
+  __syncwarp();
+  const int n = s_n;
+  // Points with a nonzero coefficient first (in order), then the others.
+  int next = 0, ph = 0, pwid = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int b = 0; b < n; b += 32) {
+      const int p = b + lane;
+      const bool take = p < n && (p_nz[p] != 0) == (pass == 0);
+      const unsigned mask = __ballot_sync(0xffffffffu, take);
+      if (take) {
+        const int o = next + __popc(mask & ((1u << lane) - 1u));
+        p_order[p] = o;
+        off[rbase + o] = p_off[p];
+        pw[rbase + o] = p_w[p];
+        ph = max(ph, abs(p_off[p].x));
+        pwid = max(pwid, abs(p_off[p].y));
+      }
+      next += __popc(mask);
+    }
+    if (pass == 0 && lane == 0) npts_gather[c] = next;
+  }
+  for (int j = n + lane; j < rows; j += 32) {  // unused slots: weight 0 at the centre
+    off[rbase + j] = make_int2(0, 0);
+    pw[rbase + j] = acc_t(0);
+  }
+  ph = warp_max(ph);
+  pwid = warp_max(pwid);
+  if (lane == 0) {
+    npts_all[c] = n;
+    halo[c] = make_int2(ph, pwid);
+  }
+  __syncwarp();
+  for (int i = lane; i < S; i += 32) {
+    const int p = spt[sbase + i];
+    if (p >= 0) spt[sbase + i] = p_order[p];
+  }
+}
+
 // same[c] = 1 when channel c has the points of channel c - 1 (the same counts and offsets, in
 // order), so that the channels_last vector kernels give a lane's channels one load per point.
 static __global__ void interp_same_kernel(const int2* __restrict__ off, const int* __restrict__ npts_gather,
@@ -168,14 +280,23 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   acc_t* ap = t.accs.template data_ptr<acc_t>();
   const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
   const at::Tensor w = weight.contiguous();
-  constexpr int kThreads = 64;
-  build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, spec, residual, reinterpret_cast<int2*>(ip), ap,
-      ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
-      reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
-      reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
-      raw + 3 * int64_t(C) * R);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  if (interp_warp_builder(spec, K)) {
+    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, 0, stream>>>(
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(spec, K), spec, residual,
+        reinterpret_cast<int2*>(ip), ap, ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
+        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S);
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  } else {
+    constexpr int kThreads = 64;
+    build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, spec, residual, reinterpret_cast<int2*>(ip), ap,
+        ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
+        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
+        reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
+        raw + 3 * int64_t(C) * R);
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  }
   if (with_same) {
     t.same = at::empty({C}, t.ints.options());
     interp_same_kernel<<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
