@@ -21,8 +21,7 @@ bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
   plan->path = "interp_win_nhwc";
   // The tile budget of the rounded taps' window gather, beside the larger tables.
   const int64_t soft = kVecGatherBudget - win_fixed_bytes<scalar_t>(p.K) + win_fixed_bytes<scalar_t>(rows);
-  // Learned angles differ per channel: such blocks stage channel planes.
-  return plan_win_gather<scalar_t>(p, rows, 2 * h + 1, soft, 1, true, plan);
+  return plan_win_gather<scalar_t>(p, rows, 2 * h + 1, soft, 1, plan);
 }
 
 template <typename scalar_t>

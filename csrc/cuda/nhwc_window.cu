@@ -15,16 +15,15 @@ namespace cuda {
 namespace {
 
 template <typename scalar_t>
-auto win_kernel(int classes, bool planes) {
+auto win_kernel(int classes) {
   constexpr int R = WinTraits<scalar_t>::kR;
-  if (planes) return win_gather_nhwc_kernel<scalar_t, R, 1, true>;
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
 }
 
 }  // namespace
 
 template <typename scalar_t>
-bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, bool planes, Plan* plan) {
+bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g{static_cast<int>(p.C),
                  rows,
@@ -38,13 +37,12 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
     return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
   };
-  auto kernel = win_kernel<scalar_t>(classes, planes);
+  auto kernel = win_kernel<scalar_t>(classes);
   if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
   plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   win_region(g, p.N * (g.C / CB) * classes);
   plan->fg = g;
-  plan->classes = classes;
-  plan->variant = planes ? 1 : 0;
+  plan->variant = classes;
   plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
   return launch_fits(kernel, plan->launch);
 }
@@ -52,7 +50,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
 template <typename scalar_t>
 void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo) {
-  auto kernel = win_kernel<scalar_t>(plan.classes, plan.variant == 1);
+  auto kernel = win_kernel<scalar_t>(plan.variant);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
@@ -72,17 +70,17 @@ bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
   if (p.stride != 1 && !classes4) return false;
   plan->path = classes4 ? "win_classes_nhwc" : "win_nhwc";
   return plan_win_gather<scalar_t>(p, p.K, classes4 ? class_halo_k(p.K) : p.K, kVecGatherBudget, classes4 ? 4 : 1,
-                                   false, plan);
+                                   plan);
 }
 
 template <typename scalar_t>
 void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.classes);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.variant);
   launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo());
 }
 
 #define MMO1D_INSTANTIATE_WIN(T)                                                                            \
-  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, bool, Plan*);                    \
+  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*);                          \
   template void launch_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*, \
                                      const int4*, const float*, const int2*);
 MMO1D_INSTANTIATE_WIN(float)

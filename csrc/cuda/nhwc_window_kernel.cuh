@@ -42,15 +42,14 @@ __device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const f
 }
 
 // acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
-// pixel i start at Sc + PX * i (PX: 32 bytes of channels per pixel, or one element in a channel
-// plane). SPLIT: see walk_segment (the stride-2 forward, whose tasks also add into an fp32 tile,
-// takes the test per point: it stays free of spills).
-template <typename scalar_t, int R, int NV, bool SPLIT, int PX = 32>
+// pixel i start at Sc + 32 * i. SPLIT: see walk_segment (the stride-2 forward, whose tasks also add
+// into an fp32 tile, takes the test per point: it stays free of spills).
+template <typename scalar_t, int R, int NV, bool SPLIT>
 __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
                                                const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
   float v[R][NV];
   walk_segment<R, SPLIT>(
-      Sc + a * PX, ustep * PX, L, v, [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
+      Sc + a * 32, ustep * 32, L, v, [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
         float wl[NV];
@@ -170,70 +169,6 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   }
 }
 
-// The same rows and columns as stage_nhwc_tile (16-byte aligned channels), as CB channel planes:
-// element (i, j) of channel k at S[k * plane + i * pitch + j]. A lane loads half a pixel's channels
-// (16 bytes) and stores them one per plane; consecutive lanes store consecutive elements.
-template <typename scalar_t>
-__device__ __forceinline__ void stage_nhwc_planes(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
-                                                  int H, int W, int c0, int gi0, int gj0, int EH, int EW, int pitch,
-                                                  int plane) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, HALF = CB / 2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int half = lane & 1;
-  for (int i = warp; i < EH; i += nwarps) {
-    const int gi = gi0 + i;
-    const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
-    for (int j = lane >> 1; j < EW; j += 16) {
-      const int gj = gj0 + j;
-      union {
-        uint4 raw;
-        scalar_t v[HALF];
-      } u;
-      u.raw = make_uint4(0, 0, 0, 0);
-      if (row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W)) {
-        u.raw = *reinterpret_cast<const uint4*>(img + (int64_t(gi) * W + gj) * C + c0 + half * HALF);
-      }
-#pragma unroll
-      for (int k = 0; k < HALF; ++k) S[(half * HALF + k) * plane + i * pitch + j] = u.v[k];
-    }
-  }
-}
-
-// The tasks of one staged sub-tile for channel kc of the block (c in the tensor) on its plane P,
-// a task per lane of the warp (so that the warp walks one run list): as win_tasks with one channel,
-// the same sums in the same order.
-template <typename scalar_t, int R>
-__device__ __forceinline__ void win_plane_tasks(const scalar_t* __restrict__ P, scalar_t* __restrict__ op, int kc,
-                                                int c, int mode, int nseg, const int4* __restrict__ sseg,
-                                                const float* __restrict__ sw, float b, int sth, int stw, int p0s,
-                                                int q0s, int ph, int pw, int pitch, int OW, int C, int lane) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
-  int ui, uj;
-  mode_step(mode, &ui, &uj);
-  const int ustep = ui * pitch + uj;
-  const int ntasks = seg_ntasks<R>(mode, sth, stw);
-  const unsigned char* Pc = reinterpret_cast<const unsigned char*>(P);
-  for (int t = lane; t < ntasks; t += 32) {
-    int p, q;
-    seg_task<R>(mode, t, sth, stw, &p, &q);
-    const int b0 = (p + ph) * pitch + q + pw + (R - 1);
-    float acc[R][1];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][0] = b;
-    for (int s = 0; s < nseg; ++s) {
-      const int4 e = sseg[s];
-      run_segment_px<scalar_t, R, 1, true, sizeof(scalar_t)>(Pc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int pr = p + r * ui, qr = q + r * uj;
-      if (pr < sth && qr >= 0 && qr < stw) {
-        op[(int64_t(p0s + pr) * OW + q0s + qr) * C + c] = static_cast<scalar_t>(acc[r][0]);
-      }
-    }
-  }
-}
-
 // Where a window-gather block works: CB channels from c0 of image n, the tile of th x tw positions
 // from (p0, q0) of g's plane (blockIdx.x runs over tiles, then channel blocks, then images), and
 // its threads' roles: lane, quarter (V channels of the block's CB), pixel slot and slot count (4
@@ -268,10 +203,7 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-// PLANES (stride 1): a block whose lanes' channels do not all share their runs (per-channel angles)
-// stages its sub-tiles as channel planes instead and gives each warp one channel's tasks, so that
-// the lanes of a warp walk one run list rather than four.
-template <typename scalar_t, int R, int OS, bool PLANES = false>
+template <typename scalar_t, int R, int OS>
 __global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
@@ -327,8 +259,6 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   scalar_t* S =
       reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
   stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
-  static_assert(!PLANES || OS == 1, "channel planes serve the stride-1 gathers");
-  const bool planes = PLANES && !(s_uniform[0] && s_uniform[1] && s_uniform[2] && s_uniform[3]);
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
@@ -340,20 +270,8 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
     const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-    const int rows = seg_tile_rows<R>(sth, ph);
-    if (planes) {
-      stage_nhwc_planes<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1), rows,
-                                  seg_tile_cols<R>(stw, pw), pitch, rows * pitch);
-      __syncthreads();
-      for (int kc = threadIdx.x >> 5; kc < CB; kc += blockDim.x >> 5) {
-        const float bk = bias != nullptr ? static_cast<float>(bias[c0 + kc]) : 0.0f;
-        win_plane_tasks<scalar_t, R>(S + kc * rows * pitch, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K,
-                                     sw, bk, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OW, g.C, lane);
-      }
-      continue;
-    }
-    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1), rows,
-                              seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
+                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
     if (s_uniform[quarter]) {
       win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
