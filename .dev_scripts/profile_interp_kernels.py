@@ -6,13 +6,12 @@ One step is the forward, input gradient and weight + bias + angle gradient ops o
 per channel; prints each kernel's time per step over 10 profiled steps (after 3 warm-up steps).
 
     python .dev_scripts/profile_interp_kernels.py
+
+The tensors and angles are those of ``time_interp_passes.py``.
 """
 import torch
+from time_interp_passes import op_inputs  # this folder is the script's sys.path[0]
 from torch.profiler import ProfilerActivity, profile
-
-from mmo1d.ops import oriented_angles
-
-N, H, K = 64, 56, 31
 
 
 def training_step(x, dy, w, b, th, rounding: str) -> None:
@@ -26,14 +25,7 @@ def main() -> None:
     print(torch.cuda.get_device_name(), 'torch', torch.__version__)
     for jitter in (0.0, 0.05):
         for dtype, c, cl in [(torch.bfloat16, 384, True), (torch.float32, 512, False)]:
-            x = torch.randn(N, c, H, H, device='cuda', dtype=dtype)
-            if cl:
-                x = x.contiguous(memory_format=torch.channels_last)
-            dy = torch.randn_like(x)
-            w = torch.randn(c, K, device='cuda', dtype=dtype) / K**0.5
-            b = torch.randn(c, device='cuda', dtype=dtype)
-            moved = (torch.rand(c, generator=torch.Generator().manual_seed(0)) * 2 - 1) * jitter
-            th = (oriented_angles(c) + moved).cuda()
+            x, dy, w, b, th = op_inputs(dtype, c, cl, jitter)
             for r in ('bilinear', 'gaussian'):
                 for _ in range(3):
                     training_step(x, dy, w, b, th, r)

@@ -22,6 +22,20 @@ SIGMA, RADIUS = 0.5, 1.0
 PASSES = ('forward', 'backward_input', 'backward_weight')
 
 
+def op_inputs(dtype: torch.dtype, c: int, channels_last: bool, jitter: float):
+    """x, grad_output, weight, bias (random, seed 0) and the angles: the 8 directions, each channel's
+    moved by uniform(-jitter, jitter) rad."""
+    torch.manual_seed(0)
+    x = torch.randn(N, c, H, H, device='cuda', dtype=dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    dy = torch.randn_like(x)
+    w = torch.randn(c, K, device='cuda', dtype=dtype) / K**0.5
+    b = torch.randn(c, device='cuda', dtype=dtype)
+    moved = (torch.rand(c, generator=torch.Generator().manual_seed(0)) * 2 - 1) * jitter
+    return x, dy, w, b, (oriented_angles(c) + moved).cuda()
+
+
 def cases(x, dy, w, b, th):
     ops = torch.ops.mmo1d
     calls = {'trunc': (lambda: ops.oriented_dwconv1d(x, w, th, b, 1, False, True),
@@ -43,16 +57,8 @@ def main() -> None:
     parser.add_argument('--jitter', type=float, default=0.05, help='largest angle change per channel, rad')
     args = parser.parse_args()
     print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'jitter', args.jitter)
-    torch.manual_seed(0)
     for dtype, c, cl in [(torch.bfloat16, 384, True), (torch.bfloat16, 384, False), (torch.float32, 512, False)]:
-        x = torch.randn(N, c, H, H, device='cuda', dtype=dtype)
-        if cl:
-            x = x.contiguous(memory_format=torch.channels_last)
-        dy = torch.randn_like(x)
-        w = torch.randn(c, K, device='cuda', dtype=dtype) / K**0.5
-        b = torch.randn(c, device='cuda', dtype=dtype)
-        jitter = (torch.rand(c, generator=torch.Generator().manual_seed(0)) * 2 - 1) * args.jitter
-        th = (oriented_angles(c) + jitter).cuda()
+        x, dy, w, b, th = op_inputs(dtype, c, cl, args.jitter)
         calls = cases(x, dy, w, b, th)
         times = {k: [[], [], []] for k in calls}
         for _ in range(4):
