@@ -19,19 +19,9 @@
 # rev-parse HEAD). If a run fails or the script is stopped (SIGTERM, e.g. from `timeout`), the
 # runs finished before it are still written to the JSON file, with "completed": false.
 set -euo pipefail
-# The interpreter: $PYTHON, else python, else python3.
-export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
-
-if [ "$#" -lt 1 ] || [ "$#" -gt 2 ]; then
-    echo "usage: $0 OUT_DIR [single|dist2|cpu-check]" >&2
-    exit 2
-fi
+source "$(dirname "$0")/gpu_script_env.sh"
+gpu_script_env 2 "$0 OUT_DIR [single|dist2|cpu-check]" "$@"
 MODE=${2:-single}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$1"
-OUT=$(cd "$1" && pwd)
-cd "$ROOT"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 DEMO=configs/demo
 SEG_1D=$DEMO/oriented-convnext-tiny-1d_upernet_1xb2-amp-40iter_ade20k-demo-512x512.py

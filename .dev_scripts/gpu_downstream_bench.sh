@@ -16,17 +16,9 @@
 # build mmo1d in place); the repository root is put on PYTHONPATH. SOURCE_COMMIT names the commit
 # that was built where the checkout has no .git.
 set -euo pipefail
-export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
-if [ "$#" -lt 1 ]; then
-    echo "usage: $0 OUT_DIR [benchmark_downstream.py options]" >&2
-    exit 2
-fi
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$1"
-OUT=$(cd "$1" && pwd)
+source "$(dirname "$0")/gpu_script_env.sh"
+gpu_script_env any "$0 OUT_DIR [benchmark_downstream.py options]" "$@"
 shift
-cd "$ROOT"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 "$PYTHON" -c "import mmengine, mmcv.ops, mmdet, mmseg, mmpretrain, mmo1d.ops" || {
     echo "$0: mmengine, mmcv (with ops), mmdet, mmseg, mmpretrain and a built mmo1d must be importable" \

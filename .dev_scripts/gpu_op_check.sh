@@ -8,16 +8,8 @@
 # TORCH_CUDA_ARCH_LIST defaults to the visible GPU's architecture; PYTEST_ARGS adds pytest options
 # (e.g. -x); BENCH_ARGS adds tools/analysis_tools/benchmark_op.py options.
 set -uo pipefail
-export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
-if [ "$#" -ne 1 ]; then
-    echo "usage: $0 OUT_DIR" >&2
-    exit 2
-fi
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$1"
-OUT=$(cd "$1" && pwd)
-cd "$ROOT"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "$0")/gpu_script_env.sh"
+gpu_script_env 1 "$0 OUT_DIR" "$@"
 
 start=$(date +%s)
 echo "[gpu_op_check] building mmo1d in place"

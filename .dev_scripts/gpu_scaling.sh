@@ -15,16 +15,8 @@
 # Then .dev_scripts/summarize_scaling.py writes OUT_DIR/scaling.json and scaling.md. ITERS (default
 # 40) sets the iterations of every run.
 set -euo pipefail
-export PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
-if [ "$#" -ne 1 ]; then
-    echo "usage: $0 OUT_DIR" >&2
-    exit 2
-fi
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$1"
-OUT=$(cd "$1" && pwd)
-cd "$ROOT"
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "$0")/gpu_script_env.sh"
+gpu_script_env 1 "$0 OUT_DIR" "$@"
 ITERS=${ITERS:-40}
 found=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
 if [ "$found" -lt 2 ]; then
