@@ -17,7 +17,7 @@ import torch
 from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_paths
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
-# (N, C, H, W, K, stride, dtype, layout[, rounding]): chosen so that every path appears.
+# (N, C, H, W, K, stride, dtype, layout[, rounding[, angles]]): chosen so that every path appears.
 CASES = [
     (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_nhwc, win_classes, vec_wgrad_classes
     (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
@@ -41,6 +41,10 @@ CASES = [
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
     (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
     (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win_nhwc, lanes across 2 angles
+    # interp_win_nhwc with per-channel angles: blocks that walk the union of their channels' points
+    # (learned: the 8 directions moved by up to 0.05 rad), blocks that keep their own (arbitrary).
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
+    (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
 ]
 
 
@@ -55,7 +59,13 @@ def run(case, seed: int) -> list:
     if layout == 'channels_last':
         x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
     weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast)
-    theta = oriented_angles(c, 8, 0.5).cuda() + (0.03 if interp else 0.0)
+    theta = oriented_angles(c, 8, 0.5) + (0.03 if interp else 0.0)
+    spread = case[9] if len(case) > 9 else 'groups'
+    if spread == 'learned':
+        theta = oriented_angles(c) + 0.05 * (2 * torch.rand(c, generator=g) - 1)
+    elif spread == 'arbitrary':
+        theta = torch.rand(c, generator=g) * math.pi
+    theta = theta.cuda()
     paths = [oriented_dwconv1d_path(x, weight, s, p, theta, rounding, 1.2) for p in PASSES]
     x.requires_grad_()
     weight.requires_grad_()

@@ -35,7 +35,7 @@ bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, true);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual);
   const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
   if (a.dy == nullptr) {
     const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);

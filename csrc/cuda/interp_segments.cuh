@@ -23,7 +23,7 @@ constexpr int kSegMaxPoints = 255;
 // One thread per channel: the first npts[c] points of row c (offsets sign * off, weights pw; rows
 // per channel) as runs along one of the four axes of mode_step; the axis with the fewest runs (the
 // first of equals). Runs are listed in the order of their first point's index; slots beyond the
-// channel's points get weight 0. same: the channels' same-as-previous flags (interp_same_kernel).
+// channel's points get weight 0. same (optional): the channels' same-as-previous flags.
 // slot_of (optional): each point's slot in run order (0 beyond the channel's points).
 __global__ static void interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw,
                                               const int* __restrict__ npts, const int* __restrict__ same, int C,
@@ -79,11 +79,10 @@ __global__ static void interp_segments_kernel(const int2* __restrict__ off, cons
     segw[base + k] = 0.0f;
     if (slot_of != nullptr) slot_of[base + k] = 0;
   }
-  info[c] = SegInfo{mode, nseg, n, same[c]};
+  info[c] = SegInfo{mode, nseg, n, same != nullptr ? same[c] : 0};
 }
 
-// The segment tables of the gather with offsets sign * off over the first `npts` points of tables
-// t (built with_same); the halos are t's. With slots, also each point's slot (C, R).
+// The segment tables of a gather with offsets sign * off; with slots, also each point's slot (C, R).
 struct InterpSegments {
   at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4) | slot_of (C * R, with slots)
   int64_t C, R;
@@ -93,21 +92,32 @@ struct InterpSegments {
   at::Tensor slot_of() const { return ints.narrow(0, 4 * C + 4 * C * R, C * R).view({C, R}); }
 };
 
-inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign,
+// The segment tables of points given as tables of rows per channel: offsets sign * off, weights w,
+// the first npts of each channel, same-as-previous flags `same` (null: none; the NCHW kernels take
+// one channel per block).
+inline InterpSegments build_interp_segments(const int2* off, const float* w, const int* npts, const int* same,
+                                            int64_t C, int64_t R, const at::Tensor& like, int h, int sign,
                                             bool slots = false) {
   InterpSegments s;
-  s.C = t.C;
-  s.R = t.R;
-  s.ints = at::empty({4 * t.C + (slots ? 5 : 4) * t.C * t.R}, t.ints.options());
-  s.weights = at::empty({t.C * t.R}, t.accs.options());
+  s.C = C;
+  s.R = R;
+  s.ints = at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
+  s.weights = at::empty({C * R}, like.options().dtype(at::kFloat));
   // 32 threads per block: the channels spread over many multiprocessors (each thread walks its
   // channel's points serially, with its occupancy grid in local memory).
-  interp_segments_kernel<<<ceil_div(t.C, int64_t(32)), 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-      t.off(), t.w(), npts, t.same.data_ptr<int>(), static_cast<int>(t.C), static_cast<int>(t.R), h, sign,
-      reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * t.C),
-      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * t.C + 4 * t.C * t.R : nullptr);
+  interp_segments_kernel<<<ceil_div(C, int64_t(32)), 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+      off, w, npts, same, static_cast<int>(C), static_cast<int>(R), h, sign,
+      reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
+      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return s;
+}
+
+// The same from the first `npts` points of tables t (their same flags if built with_same).
+inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign,
+                                            bool slots = false) {
+  const int* same = t.same.defined() ? t.same.data_ptr<int>() : nullptr;
+  return build_interp_segments(t.off(), t.w(), npts, same, t.C, t.R, t.ints, h, sign, slots);
 }
 
 }  // namespace cuda

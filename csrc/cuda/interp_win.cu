@@ -1,9 +1,10 @@
 // Launcher of the interpolated window family: the stride-1 gathers (forward, input gradient) of
 // 'bilinear' and 'gaussian' taps on channels_last float32, float16 and bfloat16 tensors whose C is a
 // multiple of the channel block, through the channels_last window kernel (nhwc_window.cuh) over the
-// runs that the points of the taps' samples form (interp_segments.cuh).
+// runs that the points of the taps' samples form (interp_segments.cuh), each block of channels
+// walking the union of its channels' points (interp_union.cuh).
 #include "families.cuh"
-#include "interp_segments.cuh"
+#include "interp_union.cuh"
 #include "nhwc_window.cuh"
 #include "tiling.cuh"
 
@@ -26,9 +27,11 @@ bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, true);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual);
   const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
-  const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);
+  // Each block's channels walk the union of their points (the halo is the block's largest anyway).
+  const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, h);
+  const InterpSegments s = build_interp_segments(u.off(), u.w(), u.npts(), u.same(), u.C, u.R, t.ints, h, a.sign);
   launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());
 }
 

@@ -139,7 +139,7 @@ ANCHORS = [
     Case(2, 64, 100, 75, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 13),
     # Stage 1 of the T models on an ADE20K crop (C and the ++ blocks' 4C), float16 channels_last.
     Case(2, 96, 128, 128, 31, 1, torch.float16, 'channels_last', False, 'trunc', 14),
-    Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 15),
+    Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 28),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
     # and float64 with a long kernel (channels_last through NCHW copies).
     Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),
@@ -148,10 +148,14 @@ ANCHORS = [
     Case(2, 24, 40, 33, 31, 3, torch.float16, 'nchw', True, 'gaussian', 19),
     Case(1, 24, 30, 31, 63, 1, torch.float64, 'channels_last', False, 'gaussian', 20),
     # The interpolated vector paths with C not a multiple of the channel block (unaligned loads),
-    # the window path with per-channel angles (seed 23: arbitrary angles), the general interpolated
-    # paths in channels_last at stride 2.
+    # the window path with per-channel angles (seeds 22 and 30: arbitrary angles, whose blocks keep
+    # their channels' own point lists; seed 27: learned angles on the ++ 4C tensor, whose blocks walk
+    # the union of their channels' points), the general interpolated paths in channels_last at
+    # stride 2.
     Case(2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', True, 'bilinear', 21),
-    Case(2, 40, 33, 28, 31, 1, torch.float32, 'channels_last', False, 'gaussian', 23),
+    Case(2, 40, 33, 28, 31, 1, torch.float32, 'channels_last', False, 'gaussian', 22),
+    Case(2, 48, 33, 28, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 30),
+    Case(2, 384, 56, 56, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 27),
     Case(2, 64, 40, 33, 15, 2, torch.bfloat16, 'channels_last', False, 'bilinear', 24),
     # The interpolated NCHW segment paths (seed 26: arbitrary angles).
     Case(2, 24, 37, 33, 31, 1, torch.float32, 'nchw', True, 'gaussian', 25),
@@ -176,10 +180,15 @@ def make_tensors(case: Case, device: str = 'cuda'):
     grad = torch.randn(case.n, case.c, ho, wo, generator=g)
     weight = torch.randn(case.c, case.k, generator=g) / math.sqrt(case.k)
     bias = torch.randn(case.c, generator=g)
-    # Angle layouts of the models (contiguous direction groups, both stem offsets) and arbitrary angles.
-    layout = case.seed % 3
-    theta = (oriented_angles(case.c) if layout == 0 else oriented_angles(case.c, 8, 0.5) if layout == 1 else
-             torch.rand(case.c, generator=g, dtype=torch.float64).mul(math.pi).float())
+    # Angle layouts of the models (contiguous direction groups, both stem offsets), arbitrary angles,
+    # and learned ones: each channel's direction moved by up to 0.05 rad.
+    layout = case.seed % 4
+    if layout == 2:
+        theta = torch.rand(case.c, generator=g, dtype=torch.float64).mul(math.pi).float()
+    else:
+        theta = oriented_angles(case.c, 8, 0.5 if layout == 1 else 0.0)
+        if layout == 3:
+            theta = theta + 0.05 * (2 * torch.rand(case.c, generator=g) - 1)
     cast = dict(device=device, dtype=case.dtype)
     x, grad, weight, bias = (t.to(**cast) for t in (x, grad, weight, bias))
     if case.layout == 'channels_last':
