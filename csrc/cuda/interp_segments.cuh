@@ -15,31 +15,36 @@
 namespace mmo1d {
 namespace cuda {
 
-// The cells of the per-thread occupancy grid (2 h + 1)^2 over the offsets |dh|, |dw| <= h, and the
-// most points a channel may have (a cell holds a point's index in a byte; 255 marks an empty one).
+// The cells of the occupancy grid (2 h + 1)^2 over the offsets |dh|, |dw| <= h, and the most
+// points a channel may have (a cell holds a point's index in a byte; 255 marks an empty one).
 constexpr int kSegGridCells = 2048;
 constexpr int kSegMaxPoints = 255;
+constexpr int kSegWarps = 4;  // channels per block of the segment builder
 
-// One thread per channel: the first npts[c] points of row c (offsets sign * off, weights pw; rows
-// per channel) as runs along one of the four axes of mode_step; the axis with the fewest runs (the
-// first of equals). Runs are listed in the order of their first point's index; slots beyond the
-// channel's points get weight 0. same (optional): the channels' same-as-previous flags.
-// slot_of (optional): each point's slot in run order (0 beyond the channel's points).
-__global__ static void interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw,
-                                              const int* __restrict__ npts, const int* __restrict__ same, int C,
-                                              int rows, int h, int sign, SegInfo* __restrict__ info,
-                                              int4* __restrict__ segs, float* __restrict__ segw,
-                                              int* __restrict__ slot_of) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+// One warp per channel (kSegWarps channels per block): the first npts[c] points of row c (offsets
+// sign * off, weights pw; rows per channel) as runs along one of the four axes of mode_step; the
+// axis with the fewest runs (the first of equals). Runs are listed in the order of their first
+// point's index; slots beyond the channel's points get weight 0. same (optional): the channels'
+// same-as-previous flags. slot_of (optional): each point's slot in run order (0 beyond the channel's
+// points). The lanes take the points 32 at a time; a lane whose point starts a run walks it.
+__global__ static void __launch_bounds__(32 * kSegWarps)
+    interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
+                           const int* __restrict__ same, int C, int rows, int h, int sign, SegInfo* __restrict__ info,
+                           int4* __restrict__ segs, float* __restrict__ segw, int* __restrict__ slot_of) {
+  __shared__ unsigned char grids[kSegWarps][kSegGridCells];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c = blockIdx.x * kSegWarps + warp;
+  if (c >= C) return;  // a whole warp; the warps never synchronise with each other
+  unsigned char* grid = grids[warp];
   const int side = 2 * h + 1, cells = side * side, n = npts[c];
   const int64_t base = int64_t(c) * rows;
-  unsigned char grid[kSegGridCells];
-  for (int i = 0; i < cells; ++i) grid[i] = 255;
-  for (int j = 0; j < n; ++j) {
+  for (int i = lane; i < cells; i += 32) grid[i] = 255;
+  __syncwarp();
+  for (int j = lane; j < n; j += 32) {
     const int2 o = off[base + j];
     grid[(sign * o.x + h) * side + sign * o.y + h] = static_cast<unsigned char>(j);
   }
+  __syncwarp();
   // The point at offset (dh, dw) from the centre cell, or 255.
   auto at = [&](int dh, int dw) -> int {
     return (dh < -h || dh > h || dw < -h || dw > h) ? 255 : grid[(dh + h) * side + dw + h];
@@ -49,10 +54,12 @@ __global__ static void interp_segments_kernel(const int2* __restrict__ off, cons
     int ui, uj;
     mode_step(m, &ui, &uj);
     int runs = 0;
-    for (int j = 0; j < n; ++j) {
+    for (int j = lane; j < n; j += 32) {
       const int2 o = off[base + j];
       runs += at(sign * o.x - ui, sign * o.y - uj) == 255;
     }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
     if (runs < best) {
       best = runs;
       mode = m;
@@ -60,26 +67,42 @@ __global__ static void interp_segments_kernel(const int2* __restrict__ off, cons
   }
   int ui, uj;
   mode_step(mode, &ui, &uj);
-  int nseg = 0, slot = 0;
-  for (int j = 0; j < n; ++j) {
-    const int2 o = off[base + j];
-    const int dh = sign * o.x, dw = sign * o.y;
-    if (at(dh - ui, dw - uj) != 255) continue;  // not the first point of its run
-    int len = 0;
-    for (int q = at(dh, dw); q != 255; q = at(dh + len * ui, dw + len * uj)) {
-      segw[base + slot + len] = pw[base + q];
-      if (slot_of != nullptr) slot_of[base + q] = slot + len;
-      ++len;
+  int nseg = 0, slot = 0;  // the same in every lane
+  for (int j0 = 0; j0 < n; j0 += 32) {
+    const int j = j0 + lane;
+    int dh = 0, dw = 0, len = 0;
+    bool start = false;
+    if (j < n) {
+      const int2 o = off[base + j];
+      dh = sign * o.x;
+      dw = sign * o.y;
+      start = at(dh - ui, dw - uj) == 255;
+      while (start && at(dh + len * ui, dw + len * uj) != 255) ++len;
     }
-    segs[base + nseg] = make_int4(dh, dw, len, slot);
-    slot += len;
-    ++nseg;
+    const unsigned starts = __ballot_sync(0xffffffffu, start);
+    int incl = len;  // the run lengths of this lane and the lanes before it
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    if (start) {
+      const int s0 = slot + incl - len;
+      segs[base + nseg + __popc(starts & ((1u << lane) - 1u))] = make_int4(dh, dw, len, s0);
+      for (int l = 0; l < len; ++l) {
+        const int q = at(dh + l * ui, dw + l * uj);
+        segw[base + s0 + l] = pw[base + q];
+        if (slot_of != nullptr) slot_of[base + q] = s0 + l;
+      }
+    }
+    nseg += __popc(starts);
+    slot += __shfl_sync(0xffffffffu, incl, 31);
   }
-  for (int k = slot; k < rows; ++k) {
+  for (int k = slot + lane; k < rows; k += 32) {
     segw[base + k] = 0.0f;
     if (slot_of != nullptr) slot_of[base + k] = 0;
   }
-  info[c] = SegInfo{mode, nseg, n, same != nullptr ? same[c] : 0};
+  if (lane == 0) info[c] = SegInfo{mode, nseg, n, same != nullptr ? same[c] : 0};
 }
 
 // The segment tables of a gather with offsets sign * off; with slots, also each point's slot (C, R).
@@ -103,9 +126,7 @@ inline InterpSegments build_interp_segments(const int2* off, const float* w, con
   s.R = R;
   s.ints = at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
   s.weights = at::empty({C * R}, like.options().dtype(at::kFloat));
-  // 32 threads per block: the channels spread over many multiprocessors (each thread walks its
-  // channel's points serially, with its occupancy grid in local memory).
-  interp_segments_kernel<<<ceil_div(C, int64_t(32)), 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+  interp_segments_kernel<<<ceil_div(C, int64_t(kSegWarps)), 32 * kSegWarps, 0, at::cuda::getCurrentCUDAStream()>>>(
       off, w, npts, same, static_cast<int>(C), static_cast<int>(R), h, sign,
       reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
       s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr);

@@ -1,16 +1,18 @@
 // Launcher of the interpolated vector family: 'bilinear' and 'gaussian' taps on channels_last
 // float32, float16 and bfloat16 tensors at stride 1, through the channels_last vector kernels
-// (nhwc_vec.cuh) over the points of the taps' samples (interp_tables.cuh). The gathers read the
-// points of nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them
-// when the angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the
-// tensors. The weight and angle gradients are the contractions of the sums, as in the interpolated
-// family (interp.cu), all reductions in a fixed order (deterministic).
+// (nhwc_vec.cuh) over the points of the taps' samples (interp_tables.cuh), each block of channels
+// walking the union of its channels' points (interp_union.cuh). The gathers read the points of
+// nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them when the
+// angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the tensors. The
+// weight and angle gradients are the contractions of the sums, as in the interpolated family
+// (interp.cu), all reductions in a fixed order (deterministic).
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
 
 #include "families.cuh"
 #include "interp_tables.cuh"
+#include "interp_union.cuh"
 #include "nhwc_vec.cuh"
 
 namespace mmo1d {
@@ -39,19 +41,30 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, true);
-  const int* same = t.same.template data_ptr<int>();
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  // Blocks of channels walk the union of their channels' points (interp_union.cuh) where the
+  // offsets fit its grid; beyond it each channel keeps its own points.
+  const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, !unite);
+  const bool all = a.dy != nullptr && a.dtheta != nullptr;
+  const int* npts = all ? t.npts_all() : t.npts_gather();
+  InterpUnion u;
+  if (unite) u = unite_interp_blocks<CB>(t, npts, h, a.dy != nullptr);
+  const int2* off = unite ? u.off() : t.off();
+  const int* np = unite ? u.npts() : npts;
+  const int* same = unite ? u.same() : t.same.template data_ptr<int>();
   if (a.dy == nullptr) {
-    launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, t.off(), t.w(), t.npts_gather(), t.halo(), same);
+    launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, off, unite ? u.w() : t.w(), np, t.halo(), same);
     return;
   }
-  const bool all = a.dtheta != nullptr;
   at::Tensor bpartial;
-  const at::Tensor partial =
-      launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.off(), all ? t.npts_all() : t.npts_gather(), t.halo(),
-                                          same, a.db != nullptr ? &bpartial : nullptr);
-  // Rows beyond a channel's point count are not written; contract() reads none of them.
-  contract<float>(t, partial.view({t.C, plan.parts, t.R}).sum(1), all, a.weight, a.out, a.dtheta);
+  const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, off, np, t.halo(), same,
+                                                                 a.db != nullptr ? &bpartial : nullptr);
+  // Rows beyond a block's points are not written; contract() reads none of them.
+  at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1);
+  if (unite) G = G.gather(1, u.map().to(at::kLong));  // the sums at each channel's own points
+  contract<float>(t, G, all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) a.db->copy_(bpartial.view({t.C, plan.parts}).sum(1));
 }
 

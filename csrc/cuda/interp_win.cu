@@ -30,7 +30,7 @@ void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
   const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual);
   const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
   // Each block's channels walk the union of their points (the halo is the block's largest anyway).
-  const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, h);
+  const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, t.npts_gather(), h);
   const InterpSegments s = build_interp_segments(u.off(), u.w(), u.npts(), u.same(), u.C, u.R, t.ints, h, a.sign);
   launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());
 }
