@@ -14,9 +14,11 @@ namespace mmo1d {
 namespace cuda {
 
 // Points per weight-gradient block, a slice of the tables: per-thread sums of all of a bilinear line's
-// points (up to 124 for K=31) would take 127 KB. On an H200 (fp32, 64 x 512 x 56 x 56, K=31) slices
-// of 48 points took 2.30 / 2.24 ms for bilinear / gaussian, of 64 2.65 / 2.11, of 32 2.68 / 2.29.
-constexpr int kInterpSegWgradPoints = 48;
+// points (up to 124 for K=31) would take 127 KB. On an H200 (fp32, 64 x 512 x 56 x 56, K=31, angles
+// moved by up to 0.05 rad) slices of 80 points took 2.08 / 2.00 ms for bilinear / gaussian, of 88
+// 2.08 / 2.00, of 72 2.26 / 1.99, of 48 2.24 / 2.16, of 36 2.40 / 2.17, of 96 3.26 / 3.10 (fewer
+// blocks per multiprocessor); with the angles on the 8 directions 80 was as good as 88 too.
+constexpr int kInterpSegWgradPoints = 80;
 
 // Domain: interpolated taps, NCHW, stride 1; tables of at most kSegMaxPoints rows whose offsets fit
 // the segment builder's grid.

@@ -121,17 +121,28 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
 constexpr int kInterpWarpRows = 255;
 constexpr int kInterpWarpCells = 8192;
 
+// Its dynamic shared memory: each sample's cell (then point) and coefficient, and the taps' weights.
+template <typename acc_t>
+int64_t interp_warp_smem(const InterpSpec& spec, int K) {
+  const int64_t S = int64_t(K) * spec.samples();
+  return (S * (sizeof(int) + sizeof(acc_t)) + K * sizeof(acc_t) + 15) / 16 * 16;
+}
+constexpr int64_t kInterpWarpSmem = 32 * 1024;  // beside its static 13 KB: within the default 48 KB
+
 // Whether build_interp_tables_warp_kernel takes tables of this spec and K.
-inline bool interp_warp_builder(const InterpSpec& spec, int K) {
+template <typename acc_t>
+bool interp_warp_builder(const InterpSpec& spec, int K) {
   const int side = 2 * interp_halo(spec, K) + 1;
-  return interp_rows(spec, K) <= kInterpWarpRows && side * side <= kInterpWarpCells;
+  return interp_rows(spec, K) <= kInterpWarpRows && side * side <= kInterpWarpCells &&
+         interp_warp_smem<acc_t>(spec, K) <= kInterpWarpSmem;
 }
 
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
-// (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples,
-// lane 0 merges them into points in sample order with a shared-memory grid over the offsets (a
-// lookup instead of a search, the same sums in the same order), the lanes order the points (those
-// of nonzero coefficient first) and map the samples to them.
+// (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples
+// into shared memory (interp_warp_smem bytes), lane 0 merges them into points in sample order with
+// a shared-memory grid over the offsets (a lookup instead of a search, the same sums in the same
+// order), the lanes order the points (those of nonzero coefficient first) and map the samples to
+// them.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(32)
     build_interp_tables_warp_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int K,
@@ -143,33 +154,39 @@ __global__ void __launch_bounds__(32)
   __shared__ int2 p_off[kInterpWarpRows];
   __shared__ acc_t p_w[kInterpWarpRows];
   __shared__ int p_nz[kInterpWarpRows], p_order[kInterpWarpRows], s_n;
+  extern __shared__ __align__(16) unsigned char dyn[];
   const int c = blockIdx.x, lane = threadIdx.x;
   const int M = spec.samples(), S = K * M, side = 2 * h + 1;
+  acc_t* s_cf = reinterpret_cast<acc_t*>(dyn);  // S coefficients, K weights, S cells
+  acc_t* s_wt = s_cf + S;
+  int* s_pt = reinterpret_cast<int*>(s_wt + K);
   const int64_t rbase = int64_t(c) * rows, sbase = int64_t(c) * S;
   for (int i = lane; i < side * side; i += 32) grid[i] = 255;
   acc_t s, co;
   interp_sincos(theta[c], &s, &co);
-  // The samples, a tap per lane: coefficients, derivatives, and in spt the offsets (dh, dw) packed
+  // The samples, a tap per lane: coefficients, derivatives, and in s_pt the offsets (dh, dw) packed
   // as (dh + h) * side + (dw + h), or -1 for a sample outside the band.
   for (int t = lane; t < K; t += 32) {
     int dh[kMaxInterpSamples], dw[kMaxInterpSamples];
     acc_t cf[kMaxInterpSamples], dcf[kMaxInterpSamples];
     tap_samples<acc_t>(spec, s, co, t - K / 2, dh, dw, cf, dcf);
+    s_wt[t] = static_cast<acc_t>(weight[int64_t(c) * K + t]);
     for (int m = 0; m < M; ++m) {
       const int64_t si = sbase + int64_t(t) * M + m;
       coef[si] = cf[m];
       dcoef[si] = dcf[m];
-      spt[si] = (cf[m] == acc_t(0) && dcf[m] == acc_t(0)) ? -1 : (dh[m] + h) * side + dw[m] + h;
+      s_cf[t * M + m] = cf[m];
+      s_pt[t * M + m] = (cf[m] == acc_t(0) && dcf[m] == acc_t(0)) ? -1 : (dh[m] + h) * side + dw[m] + h;
     }
   }
   __syncwarp();
   if (lane == 0) {
     int n = 0;
     for (int t = 0; t < K; ++t) {
-      const acc_t wt = static_cast<acc_t>(weight[int64_t(c) * K + t]);
+      const acc_t wt = s_wt[t];
       for (int m = 0; m < M; ++m) {
-        const int64_t si = sbase + int64_t(t) * M + m;
-        const int cell = spt[si];
+        const int si = t * M + m;
+        const int cell = s_pt[si];
         if (cell < 0) continue;
         int p = grid[cell];
         const int dh = cell / side - h, dw = cell % side - h;
@@ -181,11 +198,11 @@ __global__ void __launch_bounds__(32)
           p_w[p] = acc_t(0);
           p_nz[p] = 0;
         }
-        const acc_t cf = coef[si];
+        const acc_t cf = s_cf[si];
         const bool centre = residual && t == K / 2 && dh == 0 && dw == 0;
         p_w[p] += wt * cf + (centre ? acc_t(1) : acc_t(0));
         p_nz[p] |= cf != acc_t(0);
-        spt[si] = p;
+        s_pt[si] = p;
       }
     }
     s_n = n;
@@ -223,8 +240,8 @@ __global__ void __launch_bounds__(32)
   }
   __syncwarp();
   for (int i = lane; i < S; i += 32) {
-    const int p = spt[sbase + i];
-    if (p >= 0) spt[sbase + i] = p_order[p];
+    const int p = s_pt[i];
+    spt[sbase + i] = p >= 0 ? p_order[p] : -1;
   }
 }
 
@@ -281,8 +298,8 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
   const at::Tensor w = weight.contiguous();
   const auto stream = at::cuda::getCurrentCUDAStream();
-  if (interp_warp_builder(spec, K)) {
-    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, 0, stream>>>(
+  if (interp_warp_builder<acc_t>(spec, K)) {
+    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(spec, K), stream>>>(
         angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(spec, K), spec, residual,
         reinterpret_cast<int2*>(ip), ap, ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
         reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S);
