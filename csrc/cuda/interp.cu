@@ -9,6 +9,7 @@
 
 #include "families.cuh"
 #include "general.cuh"
+#include "interp_contract.cuh"
 #include "interp_tables.cuh"
 
 namespace mmo1d {
@@ -71,8 +72,7 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool all = a.dtheta != nullptr;
   const int* npts = all ? t.npts_all() : t.npts_gather();
   const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, src, dy, t.off(), npts, t.halo());
-  const at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1);
-  contract<acc_t>(t, G, all, a.weight, a.out, a.dtheta);
+  contract<scalar_t, acc_t>(t, partial, plan.parts, at::Tensor(), all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) *a.db = bias_grad_in_slices(*a.dy);
 }
 

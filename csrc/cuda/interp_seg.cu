@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "families.cuh"
+#include "interp_contract.cuh"
 #include "interp_segments.cuh"
 #include "nchw_fast.cuh"
 
@@ -47,9 +48,8 @@ void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool all = a.dtheta != nullptr;
   const InterpSegments s = build_interp_segments(t, all ? t.npts_all() : t.npts_gather(), h, 1, true);
   const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, s.info(), s.segs(), t.halo());
-  // The sums per slot (run order), then per point; rows beyond a channel's points are never read.
-  const at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1).gather(1, s.slot_of().to(at::kLong));
-  contract<float>(t, G, all, a.weight, a.out, a.dtheta);
+  // The sums per slot (run order): each point's row is its slot.
+  contract<scalar_t, float>(t, partial, plan.parts, s.slot_of(), all, a.weight, a.out, a.dtheta);
 }
 
 MMO1D_INSTANTIATE_FAMILY(InterpSeg)

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "families.cuh"
+#include "interp_contract.cuh"
 #include "interp_tables.cuh"
 #include "interp_union.cuh"
 #include "nhwc_vec.cuh"
@@ -62,10 +63,9 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
   at::Tensor bpartial;
   const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, off, np, t.halo(), same,
                                                                  a.db != nullptr ? &bpartial : nullptr);
-  // Rows beyond a block's points are not written; contract() reads none of them.
-  at::Tensor G = partial.view({t.C, plan.parts, t.R}).sum(1);
-  if (unite) G = G.gather(1, u.map().to(at::kLong));  // the sums at each channel's own points
-  contract<float>(t, G, all, a.weight, a.out, a.dtheta);
+  // Rows beyond a block's points are not written; contract() reads none of them. With united
+  // points, each of a channel's own points has the row of its place in the union.
+  contract<scalar_t, float>(t, partial, plan.parts, unite ? u.map() : at::Tensor(), all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) a.db->copy_(bpartial.view({t.C, plan.parts}).sum(1));
 }
 

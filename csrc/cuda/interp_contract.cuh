@@ -1,0 +1,88 @@
+// The weight and angle gradients of the interpolated taps from the weight-gradient kernels' partial
+// sums of dy * x at each point (interp_tables.cuh): one kernel per call, every sum in a fixed order
+// (deterministic), as in the CPU kernels:
+//   G[c, p] = sum over parts of the partial sums of point p,
+//   dw[c, t] = sum_m coef[c, t, m] G[c, point of sample (t, m)],
+//   dtheta[c] = sum_t w[c, t] sum_m dcoef[c, t, m] G[c, point of sample (t, m)].
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "interp_tables.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+constexpr int kContractThreads = 128;
+
+// One block per channel c. partial: (C, parts, R) sums, the row of the channel's point p being
+// map[c * R + p] (or p without a map); counts[c]: the points whose sums count (samples on other
+// points read 0). Writes dw (C, K) and, if not null, dtheta (C). Shared memory: (R + K) acc_t.
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kContractThreads)
+    interp_contract_kernel(const acc_t* __restrict__ partial, int parts, int R, const int* __restrict__ map,
+                           const int* __restrict__ counts, const int* __restrict__ spt, const acc_t* __restrict__ coef,
+                           const acc_t* __restrict__ dcoef, const scalar_t* __restrict__ weight, int K, int M,
+                           scalar_t* __restrict__ dw, acc_t* __restrict__ dtheta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  acc_t* G = reinterpret_cast<acc_t*>(smem);
+  acc_t* terms = G + R;  // each tap's term of dtheta
+  const int c = blockIdx.x, n = counts[c];
+  for (int p = threadIdx.x; p < n; p += blockDim.x) {
+    const acc_t* src = partial + int64_t(c) * parts * R + (map != nullptr ? map[int64_t(c) * R + p] : p);
+    acc_t v = acc_t(0);
+    for (int part = 0; part < parts; ++part) v += src[int64_t(part) * R];
+    G[p] = v;
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < K; t += blockDim.x) {
+    acc_t a = acc_t(0), b = acc_t(0);
+    const int64_t s0 = (int64_t(c) * K + t) * M;
+    for (int m = 0; m < M; ++m) {
+      const int p = spt[s0 + m];
+      if (p >= 0 && p < n) {
+        a += coef[s0 + m] * G[p];
+        b += dcoef[s0 + m] * G[p];
+      }
+    }
+    dw[int64_t(c) * K + t] = static_cast<scalar_t>(a);
+    terms[t] = b * static_cast<acc_t>(weight[int64_t(c) * K + t]);
+  }
+  if (dtheta == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    acc_t v = acc_t(0);
+    for (int t = 0; t < K; ++t) v += terms[t];
+    dtheta[c] = v;
+  }
+}
+
+// dw (and dtheta) from partial sums (C, parts, t.R) at the points that `all` counts (every point,
+// or those of nonzero coefficient), their rows permuted by map (C, t.R) when it is defined.
+template <typename scalar_t, typename acc_t>
+void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t parts, const at::Tensor& map, bool all,
+              const at::Tensor& weight, at::Tensor& dw, at::Tensor* dtheta) {
+  const int64_t C = t.C, K = weight.size(1), M = t.S / K;
+  const auto acc_type = c10::CppTypeToScalarType<acc_t>::value;
+  const at::Tensor w = weight.contiguous(), spt = t.spt(), coef = t.coef(), dcoef = t.dcoef();
+  at::Tensor dwo = dw.is_contiguous() ? dw : at::empty(dw.sizes(), dw.options());
+  at::Tensor dto;
+  if (dtheta != nullptr) {
+    dto = dtheta->scalar_type() == acc_type && dtheta->is_contiguous()
+              ? *dtheta
+              : at::empty({C}, dtheta->options().dtype(acc_type));
+  }
+  const int64_t smem = (t.R + K) * int64_t(sizeof(acc_t));
+  interp_contract_kernel<scalar_t, acc_t><<<C, kContractThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      partial.data_ptr<acc_t>(), static_cast<int>(parts), static_cast<int>(t.R),
+      map.defined() ? map.data_ptr<int>() : nullptr, all ? t.npts_all() : t.npts_gather(), spt.data_ptr<int>(),
+      coef.data_ptr<acc_t>(), dcoef.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), static_cast<int>(K), static_cast<int>(M),
+      dwo.data_ptr<scalar_t>(), dtheta != nullptr ? dto.data_ptr<acc_t>() : nullptr);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  if (!dwo.is_same(dw)) dw.copy_(dwo);
+  if (dtheta != nullptr && !dto.is_same(*dtheta)) dtheta->copy_(dto);
+}
+
+}  // namespace cuda
+}  // namespace mmo1d
