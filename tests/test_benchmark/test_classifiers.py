@@ -4,7 +4,14 @@ from pathlib import Path
 import pytest
 from mmengine.config import Config
 
-from mmo1d.benchmark.classifiers import NAMES, VARIANTS, config_path, display_name, drop_path_rate
+from mmo1d.benchmark.classifiers import (
+    NAMES,
+    OPTIONAL_VARIANTS,
+    VARIANTS,
+    config_path,
+    display_name,
+    drop_path_rate,
+)
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / 'configs' / 'mmpretrain')
 
@@ -23,9 +30,19 @@ def test_missing_config_is_named(tmp_path):
 
 
 def test_names_and_drop_path_rate():
-    assert set(NAMES) == set(VARIANTS)
+    assert set(NAMES) == set(VARIANTS + OPTIONAL_VARIANTS)
     assert [display_name('tiny', v) for v in VARIANTS] == [
         'ConvNeXt-T (mmo1d)', 'ConvNeXt-T-1D (mmo1d)', 'ConvNeXt-T-1D++ (mmo1d)', 'ConvNeXt-T-2D++ (mmo1d)']
     # The spec's ImageNet drop_path_rate: T 0.1, B 0.5.
     assert drop_path_rate(CONFIG_DIR, 'tiny') == pytest.approx(0.1)
     assert drop_path_rate(CONFIG_DIR, 'base') == pytest.approx(0.5)
+
+
+def test_learnable_angle_variant_is_the_la_config():
+    """'1d-la' times the T-1D recipe with learnable bilinear angles; B has no such config."""
+    cfg = Config.fromfile(config_path(CONFIG_DIR, 'tiny', '1d-la'))
+    assert cfg.model.backbone.variant == '1d'
+    assert cfg.model.backbone.rounding == 'bilinear' and cfg.model.backbone.learnable_angles
+    assert display_name('tiny', '1d-la') == 'ConvNeXt-T-1D-la (mmo1d)'
+    with pytest.raises(FileNotFoundError, match='1d-la'):
+        config_path(CONFIG_DIR, 'base', '1d-la')

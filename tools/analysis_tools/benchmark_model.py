@@ -48,6 +48,7 @@ from mmo1d.analysis.plots import plot_model_benchmark
 from mmo1d.benchmark.classifiers import (
     LOSS_SCALED_MODES,
     MODES,
+    OPTIONAL_VARIANTS,
     VARIANTS,
     build_classifier,
     display_name,
@@ -67,7 +68,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--device', default='cuda', help='cuda (default) or cpu (a smoke test)')
     parser.add_argument('--archs', nargs='+', default=['tiny', 'base'], choices=('tiny', 'base'))
-    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS + OPTIONAL_VARIANTS)
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
     parser.add_argument('--passes', nargs='+', default=list(PASSES), choices=PASSES)
     parser.add_argument('--batch-size', type=int, default=64)

@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmo1d.benchmark.classifiers import MODES, VARIANTS, build_classifier, display_name, drop_path_rate
+from mmo1d.benchmark.classifiers import (
+    MODES,
+    OPTIONAL_VARIANTS,
+    VARIANTS,
+    build_classifier,
+    display_name,
+    drop_path_rate,
+)
 from mmo1d.benchmark.kernels import device_self_us
 from mmo1d.utils.quiet import quiet_upstream
 
@@ -50,7 +57,7 @@ def kernel_group(name: str) -> str:
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--archs', nargs='+', default=['tiny'], choices=('tiny', 'base'))
-    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=VARIANTS + OPTIONAL_VARIANTS)
     parser.add_argument('--modes', nargs='+', default=list(MODES), choices=list(MODES))
     parser.add_argument('--passes', nargs='+', default=['train'], choices=('infer', 'train'))
     parser.add_argument('--batch-size', type=int, default=64)
