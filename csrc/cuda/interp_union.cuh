@@ -123,7 +123,6 @@ __global__ void __launch_bounds__(kUnionThreads)
 struct InterpUnion {
   at::Tensor ints, weights;
   int64_t C = 0, R = 0;
-  bool mapped = false;
   const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
   const int* npts() const { return ints.data_ptr<int>() + 2 * C * R; }
   const int* same() const { return npts() + C; }
@@ -140,7 +139,6 @@ InterpUnion unite_interp_blocks(const InterpTables<float>& t, const int* npts, i
   InterpUnion u;
   u.C = t.C;
   u.R = t.R;
-  u.mapped = with_map;
   u.ints = at::empty({2 * t.C * t.R + 2 * t.C + (with_map ? t.C * t.R : 0)}, t.ints.options());
   u.weights = at::empty({t.C * t.R}, t.accs.options());
   int* ip = u.ints.data_ptr<int>();
