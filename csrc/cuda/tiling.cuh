@@ -224,30 +224,28 @@ inline int class_halo_k(int K) {
 }
 
 // Stride-2 polyphase forward: the fp32 sums of the output tile and one staged phase-plane tile with
-// the largest halved halo on both axes (a block's channels may have different angles) of a line of
-// halo_k taps.
+// the largest halved halo on both axes (a block's channels may have different angles).
 template <typename scalar_t>
-int64_t s2_tile_bytes(int th, int tw, int halo_k) {
+int64_t s2_tile_bytes(int th, int tw, int K) {
   constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
-  const int h = class_halo_k(halo_k) / 2;
+  const int h = class_halo_k(K) / 2;
   return int64_t(align16(sizeof(float) * th * tw * CB)) +
          int64_t(seg_tile_rows<R>(th, h)) * (seg_tile_cols<R>(tw, h) | 1) * 32;
 }
 
-// Its output tile (g: the output plane; halos of a line of halo_k taps): up to kS2StartTile a side,
-// halved down to R x R while over the budget; false when not even R x R outputs fit in `hard` (fixed
-// bytes included).
+// Its output tile (g: the output plane): up to kS2StartTile a side, halved down to R x R while
+// over the budget; false when not even R x R outputs fit in `hard` (fixed bytes included).
 template <typename scalar_t>
-bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard, int halo_k) {
+bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard) {
   constexpr int R = WinTraits<scalar_t>::kR;
   int TH = std::min(g.H, kS2StartTile), TW = std::min(g.W, kS2StartTile);
-  while (fixed + s2_tile_bytes<scalar_t>(TH, TW, halo_k) > kS2Budget && (TH > R || TW > R)) {
+  while (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > kS2Budget && (TH > R || TW > R)) {
     if (TH >= TW)
       TH = std::max(R, TH / 2);
     else
       TW = std::max(R, TW / 2);
   }
-  if (fixed + s2_tile_bytes<scalar_t>(TH, TW, halo_k) > hard) return false;
+  if (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > hard) return false;
   set_even_tiles(g, TH, TW);
   return true;
 }
