@@ -70,7 +70,7 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   }
   const at::Tensor dy = plan.via_nchw ? a.dy->contiguous() : *a.dy;
   const bool all = a.dtheta != nullptr;
-  const int* npts = all ? t.npts_all() : t.npts_gather();
+  const int* npts = t.npts(all);
   const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, src, dy, t.off(), npts, t.halo());
   contract<scalar_t, acc_t>(t, partial, plan.parts, at::Tensor(), all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) *a.db = bias_grad_in_slices(*a.dy);

@@ -76,8 +76,8 @@ void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t p
   const int64_t smem = (t.R + K) * int64_t(sizeof(acc_t));
   interp_contract_kernel<scalar_t, acc_t><<<C, kContractThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       partial.data_ptr<acc_t>(), static_cast<int>(parts), static_cast<int>(t.R),
-      map.defined() ? map.data_ptr<int>() : nullptr, all ? t.npts_all() : t.npts_gather(), spt.data_ptr<int>(),
-      coef.data_ptr<acc_t>(), dcoef.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), static_cast<int>(K), static_cast<int>(M),
+      map.defined() ? map.data_ptr<int>() : nullptr, t.npts(all), spt.data_ptr<int>(), coef.data_ptr<acc_t>(),
+      dcoef.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), static_cast<int>(K), static_cast<int>(M),
       dwo.data_ptr<scalar_t>(), dtheta != nullptr ? dto.data_ptr<acc_t>() : nullptr);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   if (!dwo.is_same(dw)) dw.copy_(dwo);

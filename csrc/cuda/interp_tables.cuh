@@ -30,7 +30,7 @@ struct InterpTables {
   const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * C * R); }
   const int* npts_gather() const { return ints.data_ptr<int>() + 2 * C * R + 2 * C; }
   const int* npts_all() const { return npts_gather() + C; }
-  at::Tensor counts(bool all) const { return ints.narrow(0, 2 * C * R + (all ? 3 : 2) * C, C); }
+  const int* npts(bool all) const { return all ? npts_all() : npts_gather(); }  // the points a pass reads
   at::Tensor spt() const { return ints.narrow(0, 2 * C * R + 4 * C, C * S).view({C, S}); }
   const acc_t* w() const { return accs.data_ptr<acc_t>(); }
   at::Tensor coef() const { return accs.narrow(0, C * R, C * S).view({C, S}); }

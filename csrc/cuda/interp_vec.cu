@@ -50,7 +50,7 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
   const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, !unite);
   const bool all = a.dy != nullptr && a.dtheta != nullptr;
-  const int* npts = all ? t.npts_all() : t.npts_gather();
+  const int* npts = t.npts(all);
   InterpUnion u;
   if (unite) u = unite_interp_blocks<CB>(t, npts, h, a.dy != nullptr);
   const int2* off = unite ? u.off() : t.off();
