@@ -74,12 +74,17 @@ void SegGather::run(const Plan& plan, const Args<scalar_t>& a) {
 }
 
 template <typename scalar_t>
-bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan) {
+auto seg_wgrad_kernel(int share) {
+  return share == 2 ? seg_wgrad_nchw_kernel<scalar_t, 2> : seg_wgrad_nchw_kernel<scalar_t, 1>;
+}
+
+template <typename scalar_t>
+bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int share) {
   FastGeometry g = plane_geometry(p);
   g.K = rows;
   const int threads = seg_wgrad_threads(g);
-  const int64_t fixed = align16(sizeof(int4) * g.K) + align16(sizeof(float) * points * threads);
-  auto kernel = seg_wgrad_nchw_kernel<scalar_t>;
+  const int64_t fixed = align16(sizeof(int4) * g.K) + align16(sizeof(float) * points * (threads / share));
+  auto kernel = seg_wgrad_kernel<scalar_t>(share);
   if (!choose_fast_tile(g, kSegStartTile, fixed, kWgradBudget, max_dynamic_smem(kernel), seg_tile_bytes, halo_k)) {
     return false;
   }
@@ -88,6 +93,7 @@ bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* pl
   const int chunks = ceil_div(p.N, plan->chunk);
   plan->parts = g.tiles * chunks;
   plan->points = points;
+  plan->variant = share;
   plan->fg = g;
   plan->launch =
       LaunchShape{int64_t(g.C) * g.tiles * chunks, ceil_div(rows, points), threads, seg_smem(g, fixed, halo_k)};
@@ -99,7 +105,7 @@ at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
                                      const int4* segs, const int2* halo) {
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(at::kFloat));
-  auto kernel = seg_wgrad_nchw_kernel<scalar_t>;
+  auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "NCHW fast-path weight-gradient");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
@@ -128,7 +134,7 @@ void SegWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   template bool plan_seg_gather<T>(const Problem&, int, int, Plan*);                                                  \
   template void launch_seg_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*,           \
                                      const int4*, const float*, const int2*);                                         \
-  template bool plan_seg_wgrad<T>(const Problem&, int, int, int, Plan*);                                              \
+  template bool plan_seg_wgrad<T>(const Problem&, int, int, int, Plan*, int);                                         \
   template at::Tensor launch_seg_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const SegInfo*, \
                                                    const int4*, const int2*);
 MMO1D_INSTANTIATE_SEG(float)

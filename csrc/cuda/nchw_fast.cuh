@@ -23,9 +23,10 @@ void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo);
 
 // Plan of the stride-1 weight-gradient partial sums over tables of `rows` points per channel,
-// `points` of them (a slice) per block.
+// `points` of them (a slice) per block; share: 1, or 2 for columns of sums shared by two lanes
+// (seg_wgrad_nchw_kernel).
 template <typename scalar_t>
-bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan);
+bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int share = 1);
 
 // The partial sums (C, plan.parts, plan.fg.K) floats of dy * x at each point, in the tables'
 // segment order (only the rows below a channel's point count are written).

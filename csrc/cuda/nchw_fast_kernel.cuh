@@ -186,7 +186,9 @@ __global__ void __launch_bounds__(kFastThreads)
 }
 
 // acc[l * stride] += sum_r g[r] * S[a + (r + l) * ustep] for l < L (the window of run_segment).
-template <int R>
+// SHARE = 2: lanes l and l + 16 of a warp (all 32 walking the same points) add their sums with a
+// shuffle first, and lane l adds them to the column both share.
+template <int R, int SHARE>
 __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, int a, int ustep, int L,
                                                   float* __restrict__ acc, int stride, const float (&g)[R]) {
   float v[R];
@@ -197,18 +199,24 @@ __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, i
         float part = 0.0f;
 #pragma unroll
         for (int r = 0; r < R; ++r) part += g[r] * v[(I + r) % R];
-        acc[l * stride] += part;
+        if constexpr (SHARE == 2) {
+          part += __shfl_xor_sync(0xffffffffu, part, 16);
+          if ((threadIdx.x & 16) == 0) acc[l * stride] += part;
+        } else {
+          acc[l * stride] += part;
+        }
       });
 }
 
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
-// kernel, with dy in registers; every thread accumulates its own column of per-point sums in
-// shared memory, a block adds the columns in a fixed order and writes
-// partial[c][part][point] (points in segment order, part = tile * chunks + chunk). blockIdx.y is a
-// slice of pcap points, [blockIdx.y * pcap, + pcap), of tables of g.K rows: long tables, whose
-// columns would not fit the shared memory of several blocks at once, are summed slice by slice,
-// each block walking the parts of the runs that fall in its slice.
-template <typename scalar_t>
+// kernel, with dy in registers; every thread (SHARE = 1), or every pair of lanes l and l + 16 of a
+// warp (SHARE = 2: half the shared memory, more blocks per multiprocessor, for long tables),
+// accumulates its own column of per-point sums in shared memory, a block adds the columns in a
+// fixed order and writes partial[c][part][point] (points in segment order, part = tile * chunks +
+// chunk). blockIdx.y is a slice of pcap points, [blockIdx.y * pcap, + pcap), of tables of g.K rows:
+// long tables, whose columns would not fit the shared memory of several blocks at once, are summed
+// slice by slice, each block walking the parts of the runs that fall in its slice.
+template <typename scalar_t, int SHARE>
 __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const SegInfo* __restrict__ info, const int4* __restrict__ segs,
@@ -230,14 +238,16 @@ __global__ void __launch_bounds__(kFastThreads)
   const int EW = seg_tile_cols(tw, hl.y);
   const int pitch = EW | 1;
   const int nthreads = blockDim.x;
+  const int ncols = nthreads / SHARE;  // columns of sums
+  const int col = SHARE == 1 ? threadIdx.x : (threadIdx.x >> 5) * 16 + (threadIdx.x & 15);
   int4* sseg = reinterpret_cast<int4*>(smem);
   float* acc = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
-  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * pcap * nthreads));
+  float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * pcap * ncols));
   for (int s = threadIdx.x; s < inf.nseg; s += nthreads) {
     const int4 e = segs[int64_t(c) * g.K + s];
     sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
   }
-  for (int e = threadIdx.x; e < np * nthreads; e += nthreads) acc[e] = 0.0f;
+  for (int e = threadIdx.x; e < np * ncols; e += nthreads) acc[e] = 0.0f;
   int ui, uj;
   mode_step(inf.mode, &ui, &uj);
   const int ustep = ui * pitch + uj;
@@ -250,17 +260,21 @@ __global__ void __launch_bounds__(kFastThreads)
     stage_plane<scalar_t>(S, pitch, x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
     __syncthreads();
     const scalar_t* dyp = dy + plane * g.H * g.W;
-    for (int k = threadIdx.x; k < ntasks; k += nthreads) {
+    // SHARE = 2: whole warps take part in every round (a lane past the last task has dy = 0).
+    const int kend = SHARE == 1 ? ntasks : round_up(ntasks, 32);
+    for (int k = threadIdx.x; k < kend; k += nthreads) {
+      const bool task = SHARE == 1 || k < ntasks;
       int p, q;
-      seg_task(inf.mode, k, th, tw, &p, &q);
+      seg_task(inf.mode, min(k, ntasks - 1), th, tw, &p, &q);
       float gr[R];
-      if (vec_rows && q + R <= tw) {
+      if (task && vec_rows && q + R <= tw) {
         load8<scalar_t>(dyp + int64_t(p0 + p) * g.W + q0 + q, gr);
       } else {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const int pr = p + r * ui, qr = q + r * uj;
-          gr[r] = (pr < th && qr >= 0 && qr < tw) ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr]) : 0.0f;
+          gr[r] = (task && pr < th && qr >= 0 && qr < tw) ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr])
+                                                          : 0.0f;
         }
       }
       const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
@@ -269,8 +283,8 @@ __global__ void __launch_bounds__(kFastThreads)
         // Points [lo, hi) of the run fall in the slice.
         const int lo = max(j0 - e.z, 0), hi = min(e.y, j0 + pcap - e.z);
         if (lo >= hi) continue;
-        run_segment_wgrad<R>(S, b0 + e.x + lo * ustep, ustep, hi - lo, acc + (e.z + lo - j0) * nthreads + threadIdx.x,
-                             nthreads, gr);
+        run_segment_wgrad<R, SHARE>(S, b0 + e.x + lo * ustep, ustep, hi - lo, acc + (e.z + lo - j0) * ncols + col,
+                                    ncols, gr);
       }
     }
   }
@@ -280,7 +294,7 @@ __global__ void __launch_bounds__(kFastThreads)
   const int parts = g.tiles * chunks;
   for (int j = warp; j < np; j += nwarps) {
     float v = 0.0f;
-    for (int t = lane; t < nthreads; t += 32) v += acc[j * nthreads + t];
+    for (int t = lane; t < ncols; t += 32) v += acc[j * ncols + t];
     v = warp_sum(v);
     if (lane == 0) partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
   }
