@@ -27,10 +27,6 @@ MMO1D_FAMILY(SegWgrad, false, false, false, "seg_wgrad_nchw")
 // Interpolated taps ('bilinear', 'gaussian'), channels_last, C a multiple of the channel block,
 // stride 1: the window gathers over the runs of the taps' samples (interp_win.cu).
 MMO1D_FAMILY(InterpWin, false, false, true, "interp_win_nhwc")
-// Interpolated taps ('bilinear', 'gaussian'), channels_last, C a multiple of the channel block,
-// stride 1: the window weight gradient over the runs of the points each block of channels walks,
-// the bias gradient in the same pass (interp_win_wgrad.cu).
-MMO1D_FAMILY(InterpWinWgrad, false, true, true, "interp_win_wgrad_nhwc")
 // Interpolated taps ('bilinear', 'gaussian'), NCHW, stride 1: the segment-window gathers and weight
 // gradient over the runs of the taps' samples (interp_seg.cu).
 MMO1D_FAMILY(InterpSeg, false, false, true, "interp_seg_nchw", "interp_seg_wgrad_nchw")
@@ -50,8 +46,8 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, InterpWin, InterpWinWgrad,
-                            InterpSeg, InterpVec, Interp, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, InterpWin, InterpSeg,
+                            InterpVec, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -51,10 +51,10 @@ void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
     return;
   }
   const bool all = a.dtheta != nullptr;
-  const InterpSegments s = build_interp_segments(t, t.npts(all), h, 1, SegIndex::kSlotOf);
+  const InterpSegments s = build_interp_segments(t, t.npts(all), h, 1, true);
   const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, s.info(), s.segs(), t.halo());
   // The sums per slot (run order): each point's row is its slot.
-  contract<scalar_t, float>(t, partial, plan.parts, s.index(), all, a.weight, a.out, a.dtheta);
+  contract<scalar_t, float>(t, partial, plan.parts, s.slot_of(), all, a.weight, a.out, a.dtheta);
 }
 
 MMO1D_INSTANTIATE_FAMILY(InterpSeg)

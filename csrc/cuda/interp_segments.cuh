@@ -25,14 +25,12 @@ constexpr int kSegWarps = 4;  // channels per block of the segment builder
 // sign * off, weights pw; rows per channel) as runs along one of the four axes of mode_step; the
 // axis with the fewest runs (the first of equals). Runs are listed in the order of their first
 // point's index; slots beyond the channel's points get weight 0. same (optional): the channels'
-// same-as-previous flags. slot_of (optional): each point's slot in run order; point_at (optional):
-// the point in each slot (both 0 beyond the channel's points). The lanes take the points 32 at a
-// time; a lane whose point starts a run walks it.
+// same-as-previous flags. slot_of (optional): each point's slot in run order (0 beyond the channel's
+// points). The lanes take the points 32 at a time; a lane whose point starts a run walks it.
 __global__ static void __launch_bounds__(32 * kSegWarps)
     interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
                            const int* __restrict__ same, int C, int rows, int h, int sign, SegInfo* __restrict__ info,
-                           int4* __restrict__ segs, float* __restrict__ segw, int* __restrict__ slot_of,
-                           int* __restrict__ point_at) {
+                           int4* __restrict__ segs, float* __restrict__ segw, int* __restrict__ slot_of) {
   __shared__ unsigned char grids[kSegWarps][kSegGridCells];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = blockIdx.x * kSegWarps + warp;
@@ -95,7 +93,6 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
         const int q = at(dh + l * ui, dw + l * uj);
         segw[base + s0 + l] = pw[base + q];
         if (slot_of != nullptr) slot_of[base + q] = s0 + l;
-        if (point_at != nullptr) point_at[base + s0 + l] = q;
       }
     }
     nseg += __popc(starts);
@@ -104,24 +101,18 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
   for (int k = slot + lane; k < rows; k += 32) {
     segw[base + k] = 0.0f;
     if (slot_of != nullptr) slot_of[base + k] = 0;
-    if (point_at != nullptr) point_at[base + k] = 0;
   }
   if (lane == 0) info[c] = SegInfo{mode, nseg, n, same != nullptr ? same[c] : 0};
 }
 
-// Which map between points and slots a segment table also holds: none, each point's slot (the
-// NCHW weight gradient's sums are per slot), or the point in each slot (the channels_last one's
-// are written at the points' rows).
-enum class SegIndex { kNone, kSlotOf, kPointAt };
-
-// The segment tables of a gather with offsets sign * off, and the map of `index` (C, R).
+// The segment tables of a gather with offsets sign * off; with slots, also each point's slot (C, R).
 struct InterpSegments {
-  at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4) | the map (C * R, unless kNone)
+  at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4) | slot_of (C * R, with slots)
   int64_t C, R;
   const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
   const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + 4 * C); }
   const float* w() const { return weights.data_ptr<float>(); }
-  at::Tensor index() const { return ints.narrow(0, 4 * C + 4 * C * R, C * R).view({C, R}); }
+  at::Tensor slot_of() const { return ints.narrow(0, 4 * C + 4 * C * R, C * R).view({C, R}); }
 };
 
 // The segment tables of points given as tables of rows per channel: offsets sign * off, weights w,
@@ -129,27 +120,25 @@ struct InterpSegments {
 // one channel per block).
 inline InterpSegments build_interp_segments(const int2* off, const float* w, const int* npts, const int* same,
                                             int64_t C, int64_t R, const at::Tensor& like, int h, int sign,
-                                            SegIndex index = SegIndex::kNone) {
+                                            bool slots = false) {
   InterpSegments s;
   s.C = C;
   s.R = R;
-  s.ints = at::empty({4 * C + (index != SegIndex::kNone ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
-  int* map = s.ints.data_ptr<int>() + 4 * C + 4 * C * R;
+  s.ints = at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
   s.weights = at::empty({C * R}, like.options().dtype(at::kFloat));
   interp_segments_kernel<<<ceil_div(C, int64_t(kSegWarps)), 32 * kSegWarps, 0, at::cuda::getCurrentCUDAStream()>>>(
       off, w, npts, same, static_cast<int>(C), static_cast<int>(R), h, sign,
       reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
-      s.weights.data_ptr<float>(), index == SegIndex::kSlotOf ? map : nullptr,
-      index == SegIndex::kPointAt ? map : nullptr);
+      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return s;
 }
 
 // The same from the first `npts` points of tables t (their same flags if built with_same).
 inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign,
-                                            SegIndex index = SegIndex::kNone) {
+                                            bool slots = false) {
   const int* same = t.same.defined() ? t.same.data_ptr<int>() : nullptr;
-  return build_interp_segments(t.off(), t.w(), npts, same, t.C, t.R, t.ints, h, sign, index);
+  return build_interp_segments(t.off(), t.w(), npts, same, t.C, t.R, t.ints, h, sign, slots);
 }
 
 }  // namespace cuda

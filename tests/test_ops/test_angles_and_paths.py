@@ -85,7 +85,7 @@ def test_path_list_comes_from_the_compiled_families():
     # The general family serves every rounded call, so the dispatcher tries it last; the
     # interpolated families serve the interpolated calls (learnable angles), the fast ones first.
     assert paths[-4:] == ['gather_nchw', 'gather_nhwc', 'wgrad_nchw', 'wgrad_nhwc']
-    interp = ['interp_win_nhwc', 'interp_win_wgrad_nhwc', 'interp_seg_nchw', 'interp_seg_wgrad_nchw', 'interp_vec_nhwc',
+    interp = ['interp_win_nhwc', 'interp_seg_nchw', 'interp_seg_wgrad_nchw', 'interp_vec_nhwc',
               'interp_vec_wgrad_nhwc', 'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw',
               'interp_wgrad_nhwc']
     assert [p for p in paths if p.startswith('interp_')] == interp
