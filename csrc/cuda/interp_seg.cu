@@ -19,10 +19,10 @@ namespace cuda {
 // moved by up to 0.05 rad) slices of 80 points took 2.08 / 2.00 ms for bilinear / gaussian, of 88
 // 2.08 / 2.00, of 72 2.26 / 1.99, of 48 2.24 / 2.16, of 36 2.40 / 2.17, of 96 3.26 / 3.10 (fewer
 // blocks per multiprocessor); with the angles on the 8 directions 80 was as good as 88 too.
-// 16-bit tensors sum in columns that two lanes share (seg_wgrad_nchw_kernel's SHARE = 2: half the
-// shared memory, 3 blocks per multiprocessor instead of 2): on an H200 (64 x 384 x 56 x 56, bf16,
-// the same angles) 1.78 / 1.69 ms against 1.95 / 1.89 for bilinear / gaussian; in float32 (64 x 512)
-// the shuffle it adds to every point cost more than it gained (2.11 / 1.97 against 1.93 / 1.83).
+// The kernel's variant (nchw_fast.cuh), on an H200 (64 x C x 56 x 56, the same angles; bilinear /
+// gaussian, ms): float32 (C = 512) walks two tasks per thread, 1.75 / 1.66 against 1.95 / 1.84
+// with one (2.11 / 1.99 with columns shared by two lanes); 16-bit (bf16, C = 384) shares the
+// columns between two lanes, 1.77 / 1.68 against 1.95 / 1.88 (1.80 / 1.75 with two tasks per thread).
 constexpr int kInterpSegWgradPoints = 80;
 
 // Domain: interpolated taps, NCHW, stride 1; tables of at most kSegMaxPoints rows whose offsets fit
@@ -35,7 +35,7 @@ bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_seg_wgrad_nchw";
     return plan_seg_wgrad<scalar_t>(p, rows, 2 * h + 1, std::min(rows, kInterpSegWgradPoints), plan,
-                                    sizeof(scalar_t) == 2 ? 2 : 1);
+                                    sizeof(scalar_t) == 2 ? 2 : 3);
   }
   plan->path = "interp_seg_nchw";
   return plan_seg_gather<scalar_t>(p, rows, 2 * h + 1, plan);

@@ -23,10 +23,11 @@ void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo);
 
 // Plan of the stride-1 weight-gradient partial sums over tables of `rows` points per channel,
-// `points` of them (a slice) per block; share: 1, or 2 for columns of sums shared by two lanes
-// (seg_wgrad_nchw_kernel).
+// `points` of them (a slice) per block; variant: 1, 2 for columns of sums shared by two lanes, 3
+// for two tasks per thread at once (seg_wgrad_nchw_kernel's SHARE = 2, TASKS = 2; 1 where the
+// tile has a single round of tasks).
 template <typename scalar_t>
-bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int share = 1);
+bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int variant = 1);
 
 // The partial sums (C, plan.parts, plan.fg.K) floats of dy * x at each point, in the tables'
 // segment order (only the rows below a channel's point count are written).

@@ -208,15 +208,42 @@ __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, i
       });
 }
 
+// run_segment_wgrad for two tasks at once, whose windows start `delta` apart in S: one column of
+// sums for both (one shared-memory update per point for 2 R multiply-adds).
+template <int R>
+__device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, int a, int delta, int ustep, int L,
+                                                   float* __restrict__ acc, int stride, const float (&g0)[R],
+                                                   const float (&g1)[R]) {
+  float2 v[R];
+  walk_segment<R, false>(
+      S + a, ustep, L, v,
+      [delta](const float* p, float2& dst) {
+        dst.x = p[0];
+        dst.y = p[delta];
+      },
+      [&](int l, auto i) {
+        constexpr int I = decltype(i)::value;
+        float part0 = 0.0f, part1 = 0.0f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          part0 += g0[r] * v[(I + r) % R].x;
+          part1 += g1[r] * v[(I + r) % R].y;
+        }
+        acc[l * stride] += part0 + part1;
+      });
+}
+
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
 // kernel, with dy in registers; every thread (SHARE = 1), or every pair of lanes l and l + 16 of a
 // warp (SHARE = 2: half the shared memory, more blocks per multiprocessor, for long tables),
 // accumulates its own column of per-point sums in shared memory, a block adds the columns in a
 // fixed order and writes partial[c][part][point] (points in segment order, part = tile * chunks +
-// chunk). blockIdx.y is a slice of pcap points, [blockIdx.y * pcap, + pcap), of tables of g.K rows:
-// long tables, whose columns would not fit the shared memory of several blocks at once, are summed
-// slice by slice, each block walking the parts of the runs that fall in its slice.
-template <typename scalar_t, int SHARE>
+// chunk). TASKS = 2: a thread walks tasks k and k + blockDim.x together (for tiles of two or more
+// rounds of tasks), one shared-memory update per point for both. blockIdx.y is a slice of pcap
+// points, [blockIdx.y * pcap, + pcap), of tables of g.K rows: long tables, whose columns would not
+// fit the shared memory of several blocks at once, are summed slice by slice, each block walking
+// the parts of the runs that fall in its slice.
+template <typename scalar_t, int SHARE, int TASKS = 1>
 __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
                           const SegInfo* __restrict__ info, const int4* __restrict__ segs,
@@ -262,29 +289,40 @@ __global__ void __launch_bounds__(kFastThreads)
     const scalar_t* dyp = dy + plane * g.H * g.W;
     // SHARE = 2: whole warps take part in every round (a lane past the last task has dy = 0).
     const int kend = SHARE == 1 ? ntasks : round_up(ntasks, 32);
-    for (int k = threadIdx.x; k < kend; k += nthreads) {
-      const bool task = SHARE == 1 || k < ntasks;
-      int p, q;
-      seg_task(inf.mode, min(k, ntasks - 1), th, tw, &p, &q);
-      float gr[R];
-      if (task && vec_rows && q + R <= tw) {
-        load8<scalar_t>(dyp + int64_t(p0 + p) * g.W + q0 + q, gr);
-      } else {
+    for (int k = threadIdx.x; k < kend; k += TASKS * nthreads) {
+      float gr[TASKS][R];
+      int b0[TASKS];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int pr = p + r * ui, qr = q + r * uj;
-          gr[r] = (task && pr < th && qr >= 0 && qr < tw) ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr])
-                                                          : 0.0f;
+      for (int t = 0; t < TASKS; ++t) {
+        const int kt = k + t * nthreads;
+        const bool task = (SHARE == 1 && t == 0) || kt < ntasks;
+        int p, q;
+        seg_task(inf.mode, min(kt, ntasks - 1), th, tw, &p, &q);
+        if (task && vec_rows && q + R <= tw) {
+          load8<scalar_t>(dyp + int64_t(p0 + p) * g.W + q0 + q, gr[t]);
+        } else {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const int pr = p + r * ui, qr = q + r * uj;
+            gr[t][r] = (task && pr < th && qr >= 0 && qr < tw)
+                           ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr])
+                           : 0.0f;
+          }
         }
+        b0[t] = (p + hl.x) * pitch + q + hl.y + (R - 1);
       }
-      const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
       for (int s = 0; s < inf.nseg; ++s) {
         const int4 e = sseg[s];
         // Points [lo, hi) of the run fall in the slice.
         const int lo = max(j0 - e.z, 0), hi = min(e.y, j0 + pcap - e.z);
         if (lo >= hi) continue;
-        run_segment_wgrad<R, SHARE>(S, b0 + e.x + lo * ustep, ustep, hi - lo, acc + (e.z + lo - j0) * ncols + col,
-                                    ncols, gr);
+        float* column = acc + (e.z + lo - j0) * ncols + col;
+        if constexpr (TASKS == 2) {
+          run_segment_wgrad2<R>(S, b0[0] + e.x + lo * ustep, b0[1] - b0[0], ustep, hi - lo, column, ncols, gr[0],
+                                gr[1]);
+        } else {
+          run_segment_wgrad<R, SHARE>(S, b0[0] + e.x + lo * ustep, ustep, hi - lo, column, ncols, gr[0]);
+        }
       }
     }
   }

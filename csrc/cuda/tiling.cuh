@@ -149,12 +149,17 @@ inline int64_t seg_fixed_bytes(int K) {
   return align16(sizeof(int4) * K) + align16(sizeof(float) * K);
 }
 
+// The NCHW fast path's largest task count of a tile (over the four axes, seg_ntasks).
+inline int64_t seg_max_tasks(const FastGeometry& g) {
+  const int R = kSegR;
+  const int rb = ceil_div(g.TH, R);
+  return std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, R), int64_t(g.TW + R - 1) * rb});
+}
+
 // Threads for the NCHW fast path: enough for the largest task count of a tile, in as few rounds of
 // up to kFastThreads as possible, balanced.
 inline int seg_threads(const FastGeometry& g) {
-  const int R = kSegR;
-  const int rb = ceil_div(g.TH, R);
-  const int64_t tasks = std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, R), int64_t(g.TW + R - 1) * rb});
+  const int64_t tasks = seg_max_tasks(g);
   const int64_t rounds = (tasks + kFastThreads - 1) / kFastThreads;
   return static_cast<int>(std::max<int64_t>(32, (((tasks + rounds - 1) / rounds) + 31) / 32 * 32));
 }
