@@ -39,6 +39,7 @@ CASES = [
     (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
     (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # interp_seg_nchw, interp_seg_wgrad_nchw
     (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # the same, 16-bit (shared sum columns)
+    (1, 8, 56, 60, 31, 1, torch.float32, 'nchw', 'gaussian'),            # the same, two tasks per thread
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
     (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
     (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win_nhwc, lanes across 2 angles

@@ -157,9 +157,11 @@ ANCHORS = [
     Case(2, 48, 33, 28, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 30),
     Case(2, 384, 56, 56, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 27),
     Case(2, 64, 40, 33, 15, 2, torch.bfloat16, 'channels_last', False, 'bilinear', 24),
-    # The interpolated NCHW segment paths (seed 26: arbitrary angles).
+    # The interpolated NCHW segment paths (seed 26: arbitrary angles; seed 39: learned angles on a
+    # plane of two rounds of weight-gradient tasks, walked two at a time in float32).
     Case(2, 24, 37, 33, 31, 1, torch.float32, 'nchw', True, 'gaussian', 25),
     Case(2, 40, 30, 29, 15, 1, torch.bfloat16, 'nchw', False, 'bilinear', 26),
+    Case(2, 32, 56, 60, 31, 1, torch.float32, 'nchw', True, 'bilinear', 39),
 ]
 
 
