@@ -35,7 +35,7 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   const int halo_k = 2 * interp_halo(*p.interp, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad_nhwc";
-    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan);
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
   }
   plan->path = "interp_vec_nhwc";
   return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);

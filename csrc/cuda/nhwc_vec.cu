@@ -23,6 +23,7 @@ auto vec_gather_kernel(int variant) {
 template <typename scalar_t>
 auto vec_wgrad_kernel(int variant, int classes) {
   if (classes == 1) {
+    if (variant == kVecRFit) return vec_wgrad_nhwc_kernel<scalar_t, kVecRFit, 1>;
     return variant == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 1>
                                  : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>;
   }
@@ -56,7 +57,7 @@ bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
 }
 
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan) {
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g{static_cast<int>(p.C),
                  rows,
@@ -67,8 +68,9 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
                  0,
                  0};
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
-  const int64_t hard = std::min(max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
-                                max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)));
+  const int64_t hard = std::min({max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
+                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)),
+                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRFit, classes))});
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
@@ -77,6 +79,10 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = vec_variant(g);
+  // fit: kVecRFit outputs per thread where a whole tile then takes one round of the block's pixel
+  // slots with fewer idle outputs than kVecRLarge (a 14 x 28 tile: 392 of 448 instead of 512).
+  const int64_t pixels = int64_t(g.TH) * g.TW;
+  if (fit && classes == 1 && pixels > 64 * kVecRSmall && pixels <= 64 * kVecRFit) plan->variant = kVecRFit;
   plan->classes = classes;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
@@ -154,7 +160,7 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 
 #define MMO1D_INSTANTIATE_VEC(T)                                                                                   \
   template bool plan_vec_gather<T>(const Problem&, int, int, Plan*);                                               \
-  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*);                                      \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                                \
   template void launch_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, int, const int2*,      \
                                      const float*, const int*, const int2*, const int*);                           \
   template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const int2*, \

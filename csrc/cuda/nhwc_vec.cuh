@@ -19,9 +19,10 @@ bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan);
 
 // Plan of the weight-gradient partial sums (classes: 1 at stride 1, 4 parity classes at stride 2;
 // the plane is dy's), `points` table rows per block: all of them (rows), or at stride 1 a slice
-// (the blocks of the slices of a tile run side by side).
+// (the blocks of the slices of a tile run side by side); fit: outputs per thread fitted to the tile
+// (kVecRFit, the interpolated taps).
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan);
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit = false);
 
 // out = sum_j w_j * src at offset sign * off_j (+ bias), tables of plan.fg.K rows.
 template <typename scalar_t>

@@ -29,6 +29,8 @@ constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 
 // NHWC vector path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
 // pixel slots x 8 would leave most of them idle).
 constexpr int kVecRLarge = 8, kVecRSmall = 4;
+// The interpolated weight gradient's outputs per thread for tiles of up to 64 x 7 pixels.
+constexpr int kVecRFit = 7;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 
 // ---- Shared-memory budgets (bytes, tables included) ----
