@@ -20,9 +20,10 @@ bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
   const int rows = interp_rows(*p.interp, p.K), h = interp_halo(*p.interp, p.K);
   if (rows > kSegMaxPoints || (2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;
   plan->path = "interp_win_nhwc";
-  // The tile budget of the rounded taps' window gather, beside the larger tables.
-  const int64_t soft = kVecGatherBudget - win_fixed_bytes<scalar_t>(p.K) + win_fixed_bytes<scalar_t>(rows);
-  return plan_win_gather<scalar_t>(p, rows, 2 * h + 1, soft, 1, plan);
+  // The tile budget of the rounded taps' window gather, beside the larger tables; the blocks' channels
+  // walk their union, one list (the other blocks read their lists from global memory).
+  const int64_t soft = kVecGatherBudget - win_fixed_bytes<scalar_t>(p.K) + win_fixed_bytes<scalar_t>(rows, true);
+  return plan_win_gather<scalar_t>(p, rows, 2 * h + 1, soft, 1, plan, true);
 }
 
 template <typename scalar_t>

@@ -15,15 +15,16 @@ namespace cuda {
 namespace {
 
 template <typename scalar_t>
-auto win_kernel(int classes) {
+auto win_kernel(int classes, bool one_list) {
   constexpr int R = WinTraits<scalar_t>::kR;
+  if (one_list) return win_gather_nhwc_kernel<scalar_t, R, 1, true>;
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
 }
 
 }  // namespace
 
 template <typename scalar_t>
-bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan) {
+bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan, bool one_list) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g{static_cast<int>(p.C),
                  rows,
@@ -33,16 +34,17 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
                  0,
                  0,
                  0};
-  const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
+  const int64_t fixed = win_fixed_bytes<scalar_t>(g.K, one_list);
   auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
     return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
   };
-  auto kernel = win_kernel<scalar_t>(classes);
+  auto kernel = win_kernel<scalar_t>(classes, one_list);
   if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
   plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   win_region(g, p.N * (g.C / CB) * classes);
   plan->fg = g;
   plan->variant = classes;
+  plan->one_list = one_list;
   plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
   return launch_fits(kernel, plan->launch);
 }
@@ -50,7 +52,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
 template <typename scalar_t>
 void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo) {
-  auto kernel = win_kernel<scalar_t>(plan.variant);
+  auto kernel = win_kernel<scalar_t>(plan.variant, plan.one_list);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
@@ -80,7 +82,7 @@ void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
 }
 
 #define MMO1D_INSTANTIATE_WIN(T)                                                                            \
-  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*);                          \
+  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*, bool);                    \
   template void launch_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*, \
                                      const int4*, const float*, const int2*);
 MMO1D_INSTANTIATE_WIN(float)

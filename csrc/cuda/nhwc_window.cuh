@@ -15,10 +15,11 @@ namespace cuda {
 // Plan of the gather over tables of `rows` points (and segments) per channel whose halos are those
 // of a line of halo_k taps (|dh|, |dw| <= halo_k / 2), with `soft` bytes of shared memory per block
 // (tables included) as the tile chooser's target; classes: 1 (stride-1 gathers) or 4 (the stride-2
-// input gradient per parity class). False when no tile fits or the launch exceeds the device's
-// limits.
+// input gradient per parity class); one_list: tables whose blocks mostly share one list (the
+// kernel's ONE_LIST). False when no tile fits or the launch exceeds the device's limits.
 template <typename scalar_t>
-bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan);
+bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan,
+                     bool one_list = false);
 
 // out = the gather of src over the segment tables (entries of plan.fg.K rows; with 4 classes, four
 // sets of C entries).

@@ -121,17 +121,29 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
   return make_int2(__shfl_sync(0xffffffffu, sub.x, best), __shfl_sync(0xffffffffu, sub.y, best));
 }
 
+// A channel's segments read from global memory (SegTables' layout, first points as offsets (dh, dw)),
+// as the staged tables hold them: the first point's offset in a staged tile of this pitch.
+struct GlobalSegs {
+  const int4* segs;
+  int pitch;
+  __device__ __forceinline__ int4 operator[](int s) const {
+    const int4 e = segs[s];
+    return make_int4(e.x * pitch + e.y, e.z, e.w, 0);
+  }
+};
+
 // The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
-// at channel kc of the block (c in the tensor) that share one segment list. Task position (p, q)
+// at channel kc of the block (c in the tensor) that share one segment list (sseg[s]: staged, or
+// GlobalSegs). Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
 // pixel, stw pixels per row), one class of the stride-2 forward at a time.
-template <typename scalar_t, int R, int OS, int NV, bool ACC = false>
+template <typename scalar_t, int R, int OS, int NV, bool ACC = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
-                                          int mode, int nseg, const int4* __restrict__ sseg,
-                                          const float* __restrict__ sw, const float (&b)[NV], int sth, int stw, int p0s,
-                                          int q0s, int ph, int pw, int pitch, int OH, int OW, int oa, int ob, int C,
-                                          int slot, int slots, float* __restrict__ accs = nullptr) {
+                                          int mode, int nseg, Segs sseg, const float* __restrict__ sw,
+                                          const float (&b)[NV], int sth, int stw, int p0s, int q0s, int ph, int pw,
+                                          int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
+                                          float* __restrict__ accs = nullptr) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -203,7 +215,10 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-template <typename scalar_t, int R, int OS>
+// ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
+// points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
+// have the same segments; the other blocks read theirs from global memory.
+template <typename scalar_t, int R, int OS, bool ONE_LIST = false>
 __global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
@@ -222,22 +237,27 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   segs += int64_t(cls) * g.C * g.K;
   segw += int64_t(cls) * g.C * g.K;
 
-  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw;
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw, s_united;
   if (threadIdx.x < 32) {
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
     // whether its V channels walk the same segments (then one vector load per point).
-    int ph = 0, pw = 0, mode = 0;
+    int ph = 0, pw = 0, mode = 0, same = 1;
     if (threadIdx.x < CB) {
       const SegInfo f = info[c0 + threadIdx.x];
       mode = f.mode;
       s_mode[threadIdx.x] = f.mode;
       s_nseg[threadIdx.x] = f.nseg;
+      same = threadIdx.x == 0 || f.same != 0;
       const int2 hl = halo[c0 + threadIdx.x];
       ph = hl.x;
       pw = hl.y;
     }
     ph = warp_max(ph);
     pw = warp_max(pw);
+    if (ONE_LIST) {
+      same = __all_sync(0xffffffffu, same);
+      if (threadIdx.x == 0) s_united = same;
+    }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
     const int2 sub = choose_subtile<R>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
     if (threadIdx.x == 0) {
@@ -253,12 +273,26 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   __syncthreads();
   const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
   const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
-  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel].
+  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel]
+  // (ONE_LIST: sseg holds channel c0's, the list of a block whose channels all share it).
+  constexpr int kLists = ONE_LIST ? 1 : CB;
+  const bool united = ONE_LIST && s_united != 0;
   int4* sseg = reinterpret_cast<int4*>(smem);
-  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * kLists));
   scalar_t* S =
-      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
-  stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
+      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * kLists) + align16(sizeof(float) * g.K * CB));
+  if constexpr (ONE_LIST) {
+    for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+      const int k = e / g.K, s = e - k * g.K;
+      if (united && k == 0 && s < s_nseg[0]) {
+        const int4 sg = segs[int64_t(c0) * g.K + s];
+        sseg[s] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+      }
+      sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+    }
+  } else {
+    stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
+  }
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
@@ -273,17 +307,32 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
                               seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
-    if (s_uniform[quarter]) {
-      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
-                                    p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+    if (ONE_LIST && united) {
+      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[0], s_nseg[0], sseg, sw, b, sth, stw, p0 + ps, q0 + qs,
+                                    ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+    } else if (s_uniform[quarter]) {
+      if constexpr (ONE_LIST) {
+        win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0],
+                                      GlobalSegs{segs + int64_t(c0 + k0) * g.K, pitch}, sw, b, sth, stw, p0 + ps,
+                                      q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+      } else {
+        win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
+                                      p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+      }
     } else {
       // The quarter's channels straddle two angle groups: one channel at a time.
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
         const int kc = k0 + kk;
         const float bk[1] = {b[kk]};
-        win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
-                                      p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+        if constexpr (ONE_LIST) {
+          win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc],
+                                        GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch}, sw, bk, sth, stw, p0 + ps,
+                                        q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+        } else {
+          win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
+                                        p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+        }
       }
     }
   }

@@ -54,6 +54,7 @@ struct Plan {
   bool via_nchw = false;        // channels_last tensors through NCHW copies
   int chunk = 0, parts = 0;     // weight gradients: images per block, partial sums per channel
   int classes = 1, points = 0;  // vector weight gradient: parity classes, table rows per block
+  bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
 };
 
 // The tensors and options of one call. Gathers (forward and input gradient): out = the gather of

@@ -198,10 +198,12 @@ int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
                   bytes(seg_tile_rows<R>(R, halo_k / 2), seg_tile_cols<R>(R, halo_k / 2)));
 }
 
+// The window gather's tables: the segments of each of the CB channels (one_list: of one channel)
+// and the weights of all.
 template <typename scalar_t>
-int64_t win_fixed_bytes(int K) {
+int64_t win_fixed_bytes(int K, bool one_list = false) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  return align16(sizeof(int4) * K * CB) + align16(sizeof(float) * K * CB);
+  return align16(sizeof(int4) * K * (one_list ? 1 : CB)) + align16(sizeof(float) * K * CB);
 }
 
 // The output tile of each window-gather block, from the tile that the allocation holds at any
