@@ -37,14 +37,15 @@ CASES = [
     (2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_vec_nhwc (unaligned channels)
     (2, 64, 29, 30, 15, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc, interp_wgrad_nhwc
     (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
-    (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # interp_seg_nchw, interp_seg_wgrad_nchw
-    (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # the same, 16-bit (shared sum columns)
-    (1, 8, 56, 60, 31, 1, torch.float32, 'nchw', 'gaussian'),            # the same, two tasks per thread
+    (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # interp_seg_nchw, interp_seg_wgrad_nchw
+    (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # (16-bit: sum columns of two lanes)
+    (1, 8, 56, 60, 31, 1, torch.float32, 'nchw', 'gaussian'),            # float32, two tasks per thread
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
     (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
     (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win_nhwc, lanes across 2 angles
     # interp_win_nhwc with per-channel angles: blocks that walk the union of their channels' points
     # (learned: the 8 directions moved by up to 0.05 rad), blocks that keep their own (arbitrary).
+    (2, 16, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # 7 outputs per thread (wgrad)
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
     (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
 ]
