@@ -83,8 +83,10 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, fl
 // ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0, all
 // 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
 // evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
-// 3 K per task (a warp runs 8 tasks of about 26 K) and a latency allowance per round of tasks over
-// the block's slots.
+// 3 K per task (a warp runs 8 tasks of about 26 K), a latency allowance per round of tasks over
+// the block's slots and one per sub-tile (its staging and two barriers: ncu put 40% of a K=31
+// gather's stall samples at those barriers; on an H200 this allowance took a 0-degree line from
+// four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10% faster).
 template <int R>
 __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
                                                int slots) {
@@ -104,7 +106,8 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
       const int pitch = seg_tile_cols<R>(sw, pw) | 1;
       const int tasks = seg_ntasks<R>(mode, min(sh, th), min(sw, tw));
       const int rounds = (tasks + slots - 1) / slots;
-      cost = float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds));
+      cost =
+          float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds) + 8000.0f);
       sub = make_int2(min(sh, th), min(sw, tw));
     }
   }
@@ -150,6 +153,8 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   const int ustep = ui * pitch + uj;
   const int ntasks = seg_ntasks<R>(mode, sth, stw);
   const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
+  const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
   for (int t = slot; t < ntasks; t += slots) {
     int p, q;
     seg_task<R>(mode, t, sth, stw, &p, &q);
@@ -164,8 +169,9 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
       const int4 e = sseg[s];
       run_segment_px<scalar_t, R, NV, !ACC>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
     }
+    scalar_t* o = op + (int64_t(OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r, o += ostep) {
       const int pr = p + r * ui, qr = q + r * uj;
       const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
       if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
@@ -174,7 +180,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
 #pragma unroll
           for (int k = 0; k < NV; ++k) d[k] += acc[r][k];
         } else {
-          store_channels<scalar_t, NV>(op + (int64_t(oi) * OW + oj) * C + c, acc[r]);
+          store_channels<scalar_t, NV>(o, acc[r]);
         }
       }
     }
