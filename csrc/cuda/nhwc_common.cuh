@@ -115,14 +115,18 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
     // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int half = lane & 1;
+    const int jstep = cstep * C;  // elements from one pixel of a row to the next
     for (int i = warp; i < EH; i += nwarps) {
       const int gi = gi0 + i;
       const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
-      for (int j = lane >> 1; j < EW; j += 16) {
+      // gp: where this lane's pixel (gi, gj0 + j) would be (only pixels inside the image are read).
+      const scalar_t* gp =
+          img + (gi * rstride + int64_t(gj0) * cstep) * C + c0 + half * (CB / 2) + int64_t(lane >> 1) * jstep;
+      scalar_t* srow = S + i * pitch * CB + half * (CB / 2);
+      for (int j = lane >> 1; j < EW; j += 16, gp += 16 * int64_t(jstep)) {
         const int gj = gj0 + j;
         const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
-        const scalar_t* g = ok ? img + (gi * rstride + int64_t(gj) * cstep) * C + c0 + half * (CB / 2) : img;
-        cp_async16(S + (i * pitch + j) * CB + half * (CB / 2), g, ok);
+        cp_async16(srow + j * CB, ok ? gp : img, ok);
       }
     }
     cp_async_wait_all();
