@@ -84,7 +84,7 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, fl
 // 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
 // evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
 // 3 K per task (a warp runs 8 tasks of about 26 K), a latency allowance per round of tasks over
-// the block's slots and one per sub-tile (its staging and two barriers: ncu put 40% of a K=31
+// the block's slots and one per sub-tile (its staging and two barriers: ncu put 37% of a K=31
 // gather's stall samples at those barriers; on an H200 this allowance took a 0-degree line from
 // four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10% faster).
 template <int R>
