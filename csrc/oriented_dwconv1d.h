@@ -56,6 +56,17 @@ inline at::MemoryFormat output_memory_format(const at::Tensor& input) {
              : at::MemoryFormat::Contiguous;
 }
 
+// The weight as the kernels take it, (C, K): a (C, K) tensor as it is, the modules' (C, 1, 1, K)
+// parameter as a (C, K) view, so that no caller has to reshape it (in Python a reshape costs
+// microseconds per call, and in training a node of the backward graph). Every device entry takes
+// its weight through this first and returns the weight gradient in the weight's own shape.
+inline at::Tensor taps_view(const at::Tensor& weight) {
+  if (weight.dim() == 2) return weight;
+  TORCH_CHECK(weight.dim() == 4 && weight.size(1) == 1 && weight.size(2) == 1,
+              "oriented_dwconv1d: weight must be (C, K) or (C, 1, 1, K), got shape ", shape_str(weight));
+  return weight.reshape({weight.size(0), weight.size(3)});
+}
+
 // Argument checks shared by every device; errors name the offending argument. They raise
 // RuntimeError (TORCH_CHECK).
 static inline void check_forward_args(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,

@@ -30,9 +30,10 @@ InterpPlan plan_call(const at::Tensor& input, const at::Tensor& weight, const at
   return make_interp_plan(theta, weight.size(1), spec, input.scalar_type() == at::kDouble);
 }
 
-at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+at::Tensor forward(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
                    const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding, double sigma,
                    double radius, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const InterpPlan ip = plan_call(input, weight, theta, bias, stride, rounding, sigma, radius);
   return run_forward(input, weight, bias, ip.gather, make_geometry(input, weight.size(1), stride), residual,
                      [&](const auto* w) { return merge_interp_weights(ip, w); });
@@ -43,9 +44,10 @@ void check_backward(const at::Tensor& grad_output, const at::Tensor& input, int6
   check_grad_output(grad_output, input, stride);
 }
 
-at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                           const at::Tensor& theta, int64_t stride, c10::string_view rounding, double sigma,
                           double radius, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const InterpPlan ip = plan_call(input, weight, theta, c10::nullopt, stride, rounding, sigma, radius);
   check_backward(grad_output, input, stride);
   return run_backward_input(grad_output, input, weight, ip.gather, make_geometry(input, weight.size(1), stride),
@@ -54,9 +56,10 @@ at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input
 
 // (grad_weight, grad_theta, grad_bias); grad_theta is empty (0 values) unless need_theta.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params(const at::Tensor& grad_output, const at::Tensor& input,
-                                                               const at::Tensor& weight, const at::Tensor& theta,
+                                                               const at::Tensor& weight_arg, const at::Tensor& theta,
                                                                int64_t stride, c10::string_view rounding, double sigma,
                                                                double radius, bool need_theta) {
+  const at::Tensor weight = taps_view(weight_arg);
   const InterpPlan ip = plan_call(input, weight, theta, c10::nullopt, stride, rounding, sigma, radius);
   check_backward(grad_output, input, stride);
   const Geometry g = make_geometry(input, weight.size(1), stride);
@@ -67,7 +70,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params(const at::Tensor&
   at::Tensor dtheta = at::empty({need_theta ? g.C : 0}, w.options());
   contract_interp_grads(ip, used, grad_merged.data(), w.data_ptr<double>(), dw.data_ptr<double>(),
                         need_theta ? dtheta.data_ptr<double>() : nullptr);
-  return {dw.to(weight.scalar_type()), dtheta.to(theta.scalar_type()), bias_grad(grad_output)};
+  return {dw.to(weight.scalar_type()).view(weight_arg.sizes()), dtheta.to(theta.scalar_type()), bias_grad(grad_output)};
 }
 
 }  // namespace

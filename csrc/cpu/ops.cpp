@@ -21,8 +21,9 @@ void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), "oriented_dwconv1d (CPU kernel): ", name, " is on ", t.device());
 }
 
-at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
                        const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   check_forward_args(input, weight, theta, bias, stride);
   check_cpu(input, "input");
   const Geometry g = make_geometry(input, weight.size(1), stride);
@@ -39,16 +40,18 @@ Geometry backward_geometry(const at::Tensor& grad_output, const at::Tensor& inpu
   return make_geometry(input, weight.size(1), stride);
 }
 
-at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                               const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const Plan plan = make_plan(theta, g.K, floor_rounding);
   return run_backward_input(grad_output, input, weight, plan, g, residual,
                             [&](const auto* w) { return merge_weights(plan, w); });
 }
 
-at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                                const at::Tensor& theta, int64_t stride, bool floor_rounding) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   const Plan plan = make_plan(theta, g.K, floor_rounding);
   const std::vector<double> grad_merged = run_backward_weight(grad_output, input, plan, g);
@@ -61,11 +64,12 @@ at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& 
       out[c * g.K + t] = grad_merged[run.w0 + plan.tap_entry[c * g.K + t] * run.len() + (c - run.c0)];
     }
   }
-  return dw.to(weight.scalar_type());
+  return dw.to(weight.scalar_type()).view(weight_arg.sizes());
 }
 
-std::string path_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
+std::string path_cpu(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta, int64_t stride,
                      c10::string_view rounding, double radius, c10::string_view pass) {
+  const at::Tensor weight = taps_view(weight_arg);
   check_path_args(input, weight, stride);
   check_forward_args(input, weight, theta, c10::nullopt, stride);
   if (rounding != "trunc" && rounding != "floor") make_interp_spec(rounding, 1.0, radius);  // checks them

@@ -39,8 +39,9 @@ namespace cuda {
 
 namespace {
 
-at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, bias, stride, nullptr);
   at::Tensor out = e.forward_output(input, stride);
   if (out.numel() == 0) return out;
@@ -55,8 +56,9 @@ at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight, const
   return out;
 }
 
-at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                                const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   at::Tensor dx = at::empty(input.sizes(), input.options().memory_format(e.fmt));
   if (dx.numel() == 0) return dx;
@@ -71,14 +73,15 @@ at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& 
 }
 
 // The weight gradient and, with db, the bias gradient (C values in input's dtype).
-at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                        const at::Tensor& theta, int64_t stride, bool floor_rounding, at::Tensor* db) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   if (db != nullptr) *db = at::empty({input.size(1)}, input.options());
   if (input.numel() == 0) {
     if (db != nullptr) db->zero_();
-    return dw.zero_();
+    return dw.zero_().view(weight_arg.sizes());
   }
   const at::Tensor x = input.contiguous(e.fmt);
   const at::Tensor dy = grad_output.contiguous(e.fmt);
@@ -88,7 +91,7 @@ at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, c
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
     return Args<T>{x, dw, theta, weight, nullptr, 1, floor_rounding, false, &dy, db};
   });
-  return dw;
+  return dw.view(weight_arg.sizes());
 }
 
 at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
@@ -108,8 +111,9 @@ std::tuple<at::Tensor, at::Tensor> backward_weight_bias_cuda(const at::Tensor& g
 // 'bilinear' or 'gaussian' with this radius) takes in a pass ("forward", "backward_input" or
 // "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken to be aligned as
 // the input is.
-std::string path_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta, int64_t stride,
+std::string path_cuda(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta, int64_t stride,
                       c10::string_view rounding, double radius, c10::string_view pass) {
+  const at::Tensor weight = taps_view(weight_arg);
   check_path_args(input, weight, stride);
   const Entry e(input, weight, theta, c10::nullopt, stride, nullptr);
   const std::string which(pass);

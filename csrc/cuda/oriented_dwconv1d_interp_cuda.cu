@@ -13,9 +13,10 @@ namespace cuda {
 
 namespace {
 
-at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+at::Tensor forward(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
                    const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding, double sigma,
                    double radius, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, bias, stride, nullptr);
   const InterpSpec spec = make_interp_spec(rounding, sigma, radius);
   at::Tensor out = e.forward_output(input, stride);
@@ -32,9 +33,10 @@ at::Tensor forward(const at::Tensor& input, const at::Tensor& weight, const at::
   return out;
 }
 
-at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
                           const at::Tensor& theta, int64_t stride, c10::string_view rounding, double sigma,
                           double radius, bool residual) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   const InterpSpec spec = make_interp_spec(rounding, sigma, radius);
   at::Tensor dx = at::empty(input.sizes(), input.options().memory_format(e.fmt));
@@ -53,15 +55,16 @@ at::Tensor backward_input(const at::Tensor& grad_output, const at::Tensor& input
 
 // (grad_weight, grad_theta, grad_bias); grad_theta has no values unless need_theta.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params(const at::Tensor& grad_output, const at::Tensor& input,
-                                                               const at::Tensor& weight, const at::Tensor& theta,
+                                                               const at::Tensor& weight_arg, const at::Tensor& theta,
                                                                int64_t stride, c10::string_view rounding, double sigma,
                                                                double radius, bool need_theta) {
+  const at::Tensor weight = taps_view(weight_arg);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   const InterpSpec spec = make_interp_spec(rounding, sigma, radius);
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
   at::Tensor dtheta = at::empty({need_theta ? theta.size(0) : 0}, theta.options());
   at::Tensor db = at::empty({input.size(1)}, input.options());
-  if (input.numel() == 0) return {dw.zero_(), dtheta.zero_(), db.zero_()};
+  if (input.numel() == 0) return {dw.zero_().view(weight_arg.sizes()), dtheta.zero_(), db.zero_()};
   const at::Tensor x = input.contiguous(e.fmt);
   const at::Tensor dy = grad_output.contiguous(e.fmt);
   const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(dy), theta, false, &spec);
@@ -72,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params(const at::Tensor&
     a.dtheta = need_theta ? &dtheta : nullptr;
     return a;
   });
-  return {dw, dtheta, db};
+  return {dw.view(weight_arg.sizes()), dtheta, db};
 }
 
 }  // namespace

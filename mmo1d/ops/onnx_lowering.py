@@ -75,8 +75,10 @@ def oriented_dwconv1d_decomposition(input: Tensor, weight: Tensor, theta: Tensor
                                     stride: int, floor_rounding: bool, residual: bool) -> Tensor:
     """``mmo1d::oriented_dwconv1d`` as a depthwise ``conv2d`` with the dense KxK kernel.
 
-    Same arguments as the op (``weight`` (C, K)); same output, in the op's memory format.
+    Same arguments as the op (``weight`` (C, K) or (C, 1, 1, K)); same output, in the op's memory
+    format.
     """
+    weight = weight.reshape(weight.shape[0], weight.shape[-1])
     channels, k = weight.shape
     kernel = oriented_dense_kernel(weight.to(input.dtype), theta, floor_rounding, residual)
     out = F.conv2d(input, kernel, None if bias is None else bias.to(input.dtype), stride, k // 2, 1, channels)
@@ -88,9 +90,10 @@ def oriented_dwconv1d_interp_decomposition(input: Tensor, weight: Tensor, theta:
                                            residual: bool) -> Tensor:
     """``mmo1d::oriented_dwconv1d_interp`` as a depthwise ``conv2d`` with the dense kernel of its samples.
 
-    Same arguments as the op (``weight`` (C, K)); same output (up to the rounding of the positions:
-    the kernel is computed in theta's dtype), in the op's memory format.
+    Same arguments as the op (``weight`` (C, K) or (C, 1, 1, K)); same output (up to the rounding of
+    the positions: the kernel is computed in theta's dtype), in the op's memory format.
     """
+    weight = weight.reshape(weight.shape[0], weight.shape[-1])
     channels = weight.shape[0]
     angles = theta.to(torch.float64 if input.dtype == torch.float64 else torch.float32)
     kernel = interp_dense_kernel(weight.to(angles.dtype), angles, rounding, sigma, radius)
@@ -145,10 +148,11 @@ def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rou
     stride = sh._get_const(stride, 'i', 'stride')
     floor_rounding = sh._get_const(floor_rounding, 'b', 'floor_rounding')
     residual = sh._get_const(residual, 'b', 'residual')
-    channels, k = sh._get_tensor_sizes(weight)
+    sizes = sh._get_tensor_sizes(weight)
+    channels, k = (sizes[0], sizes[-1]) if sizes else (None, None)
     if channels is None or k is None:
-        raise RuntimeError('mmo1d::oriented_dwconv1d ONNX export needs the weight shape (C, K) to be '
-                           'known at export time')
+        raise RuntimeError('mmo1d::oriented_dwconv1d ONNX export needs the weight shape (C, K) or (C, 1, 1, K) '
+                           'to be known at export time')
     pad = k // 2
     dtype = JitScalarType.from_value(weight)
 
@@ -173,6 +177,8 @@ def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rou
                  to_i=JitScalarType.INT64.onnx_type())
     zeros = g.op('ConstantOfShape', const(torch.tensor([channels, k * k], dtype=torch.int64)),
                  value_t=torch.zeros(1, dtype=dtype.dtype()))
+    if len(sizes) != 2:  # the modules' (C, 1, 1, K) parameter
+        weight = g.op('Reshape', weight, const(torch.tensor([channels, k], dtype=torch.int64)))
     kernel = g.op('ScatterElements', zeros, index, weight, axis_i=1, reduction_s='add')
     if residual:
         centre = torch.zeros(1, k * k, dtype=dtype.dtype())

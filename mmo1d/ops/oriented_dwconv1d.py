@@ -122,11 +122,10 @@ def oriented_dwconv1d(input: Tensor,
     check_interp_args(rounding, sigma, radius)
     if isinstance(stride, bool) or not isinstance(stride, int):
         raise ValueError(f'oriented_dwconv1d: stride must be an int, got {stride!r}')
-    if weight.dim() == 4:
-        if weight.shape[1] != 1 or weight.shape[2] != 1:
-            raise ValueError('oriented_dwconv1d: a 4-D weight must have shape (C, 1, 1, K), got '
-                             f'{tuple(weight.shape)}')
-        weight = weight.flatten(1)
+    # A (C, 1, 1, K) weight goes to the op as it is: the op views it as (C, K) (a reshape here would
+    # cost host time at every call and, in training, a node of the backward graph).
+    if weight.dim() == 4 and (weight.shape[1] != 1 or weight.shape[2] != 1):
+        raise ValueError(f'oriented_dwconv1d: a 4-D weight must have shape (C, 1, 1, K), got {tuple(weight.shape)}')
     if input.is_cuda:
         ensure_cuda_kernels()
     if rounding in INTERPOLATIONS:

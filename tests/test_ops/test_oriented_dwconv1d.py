@@ -252,3 +252,29 @@ def test_random_angles_not_on_the_grid(device):
     out = oriented_dwconv1d(x, weight, theta.to(device))
     ref = oriented_dwconv1d_reference(x.double(), weight.double(), theta.to(device))
     assert rel_err(out, ref) < RTOL[torch.float32]
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
+def test_module_weight_shape_goes_to_the_op_as_it_is(device, rounding):
+    """A (C, 1, 1, K) weight (the modules' parameter) reaches the op without a reshape: the same
+    output and gradients as its (C, K) view, the weight's gradient in its own shape, and no view
+    node in the backward graph."""
+    x, weight, theta, bias = make_inputs(2, 5, 9, 8, 7, device=device, seed=4)
+    grad_out = torch.randn(2, 5, 9, 8, device=device)
+    out2, grads2 = run_op(x, weight, theta, bias, grad_out, rounding=rounding, residual=True)
+    out4, grads4 = run_op(x, weight.view(5, 1, 1, 7), theta, bias, grad_out, rounding=rounding, residual=True)
+    assert torch.equal(out4, out2)
+    assert grads4[1].shape == (5, 1, 1, 7)
+    for g4, g2 in zip(grads4, grads2):
+        assert torch.equal(g4.reshape(g2.shape), g2)
+    w4 = weight.view(5, 1, 1, 7).clone().requires_grad_()
+    out = oriented_dwconv1d(x.requires_grad_(), w4, theta, bias.requires_grad_(), rounding=rounding)
+    nodes = [type(fn).__name__ for fn, _ in out.grad_fn.next_functions if fn is not None]
+    assert nodes.count('AccumulateGrad') == 3 and 'ViewBackward0' not in nodes, nodes
+    op = torch.ops.mmo1d.oriented_dwconv1d.default
+    torch.library.opcheck(op, (x, w4, theta, bias, 1, False, True))
+    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_weight.default,
+                          (grad_out, x.detach(), w4.detach(), theta, 1, False))
+    with pytest.raises(RuntimeError, match=r'weight must be \(C, K\) or \(C, 1, 1, K\), got shape \(5, 1, 7\)'):
+        op(x, weight.view(5, 1, 7), theta, bias, 1, False, False)
