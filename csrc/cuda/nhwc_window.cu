@@ -51,13 +51,18 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
 
 template <typename scalar_t>
 void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo) {
+                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+                       const TapWeights<scalar_t>& taps) {
+  TORCH_CHECK(segw != nullptr || (taps.w != nullptr && plan.variant == 1 && !plan.one_list),
+              "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
+              "taps' weights");
   auto kernel = win_kernel<scalar_t>(plan.variant, plan.one_list);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
       src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg,
-      static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(plan.tile));
+      static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(plan.tile), taps.w, taps.tap_sp,
+      taps.residual);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -75,16 +80,23 @@ bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
                                    plan);
 }
 
+// The stride-1 gathers merge the weights in their blocks (one launch and one allocation fewer per
+// call); the parity classes of the stride-2 input gradient take merged tables.
 template <typename scalar_t>
 void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.variant);
-  launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo());
+  const bool in_blocks = plan.variant == 1;
+  const auto t =
+      build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.variant, !in_blocks);
+  const at::Tensor w = in_blocks ? a.weight.contiguous() : at::Tensor();
+  const TapWeights<scalar_t> taps =
+      in_blocks ? TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual} : TapWeights<scalar_t>{};
+  launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo(), taps);
 }
 
 #define MMO1D_INSTANTIATE_WIN(T)                                                                            \
   template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*, bool);                    \
   template void launch_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*, \
-                                     const int4*, const float*, const int2*);
+                                     const int4*, const float*, const int2*, const TapWeights<T>&);
 MMO1D_INSTANTIATE_WIN(float)
 MMO1D_INSTANTIATE_WIN(c10::Half)
 MMO1D_INSTANTIATE_WIN(c10::BFloat16)

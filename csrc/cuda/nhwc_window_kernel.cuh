@@ -64,7 +64,7 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
 
 // The segment tables of a block's CB channels [c0, c0 + CB) in shared memory: sseg[channel][s] =
 // {offset of the segment's first point in a staged tile of this pitch, L, first weight} for the
-// nseg[channel] segments of each channel, and sw[point][channel] the weights.
+// nseg[channel] segments of each channel, and sw[point][channel] the weights (none when sw is null).
 template <int CB>
 __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, float* __restrict__ sw,
                                                      const int4* __restrict__ segs, const float* __restrict__ segw,
@@ -75,7 +75,29 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, fl
       const int4 sg = segs[int64_t(c0 + k) * K + s];
       sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
     }
-    sw[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+    if (sw != nullptr) sw[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+  }
+}
+
+// The merged weights of the block's CB channels [c0, c0 + CB) straight from the (C, K) weight w and
+// the tables' tap -> slot map, for tables built without them: sw[slot][channel] = the sum, in tap
+// order, of the weights of the taps at that slot's point (+1 at the centre tap in the residual
+// form), as merge_weights_kernel sums them. Only for one class of rounded taps, whose taps at one
+// point are consecutive (both offsets of a rounded line are monotonic in the tap's index): the
+// first tap of each point sums its run. Slots without a point are not written (never read).
+template <typename scalar_t, int CB>
+__device__ __forceinline__ void stage_merged_weights(float* __restrict__ sw, const scalar_t* __restrict__ w,
+                                                     const int* __restrict__ tap_sp, int c0, int K, bool residual) {
+  for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
+    const int k = e / K, t = e - k * K;
+    const int* map = tap_sp + int64_t(c0 + k) * K;
+    const int j = map[t];
+    if (j < 0 || (t > 0 && map[t - 1] == j)) continue;
+    const scalar_t* wc = w + int64_t(c0 + k) * K;
+    float v = 0.0f;
+    for (int u = t; u < K && map[u] == j; ++u)
+      v += static_cast<float>(wc[u]) + ((residual && u == K / 2) ? 1.0f : 0.0f);
+    sw[j * CB + k] = v;
   }
 }
 
@@ -221,6 +243,8 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+// Weights: segw, merged; or, when segw is null, the (C, K) weight wtaps merged by each block through
+// the tables' tap -> slot map tap_sp (stage_merged_weights; one class of rounded taps, not ONE_LIST).
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
@@ -229,7 +253,8 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
                            const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
-                           const FastGeometry g, int OH, int OW, int tile_bytes) {
+                           const FastGeometry g, int OH, int OW, int tile_bytes, const scalar_t* __restrict__ wtaps,
+                           const int* __restrict__ tap_sp, bool residual) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const WinBlock blk = win_block<CB>(g);
@@ -296,8 +321,11 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       }
       sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
     }
-  } else {
+  } else if (segw != nullptr) {
     stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
+  } else {
+    stage_segment_tables<CB>(sseg, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+    stage_merged_weights<scalar_t, CB>(sw, wtaps, tap_sp, c0, g.K, residual);
   }
   const int k0 = quarter * V;
   float b[V];
