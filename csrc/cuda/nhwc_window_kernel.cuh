@@ -82,9 +82,10 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, fl
 // The merged weights of the block's CB channels [c0, c0 + CB) straight from the (C, K) weight w and
 // the tables' tap -> slot map, for tables built without them: sw[slot][channel] = the sum, in tap
 // order, of the weights of the taps at that slot's point (+1 at the centre tap in the residual
-// form), as merge_weights_kernel sums them. Only for one class of rounded taps, whose taps at one
-// point are consecutive (both offsets of a rounded line are monotonic in the tap's index): the
-// first tap of each point sums its run. Slots without a point are not written (never read).
+// form), as merge_weights_kernel sums them. Only for one class of rounded taps: there the table
+// builder opens a new point whenever a tap's offset differs from the previous tap's, so the taps of
+// a point are consecutive and the first of them sums the run. Slots without a point are not
+// written (never read).
 template <typename scalar_t, int CB>
 __device__ __forceinline__ void stage_merged_weights(float* __restrict__ sw, const scalar_t* __restrict__ w,
                                                      const int* __restrict__ tap_sp, int c0, int K, bool residual) {
