@@ -1,8 +1,8 @@
 """Where the host time of an oriented call goes, next to ``torch.conv2d`` on the same tensor.
 
 For bfloat16 channels_last and float32 NCHW (2 x 96 x 56 x 56, K=31, the 8 directions) prints the
-host microseconds per call (as ``host_overhead.py`` measures them) of ``F.conv2d`` with a 1xK kernel,
-of :func:`oriented_dwconv1d` with a (C, 1, 1, K) and a (C, K) weight, of the op called directly
+host microseconds per call (``host_overhead.per_call_us``) of ``F.conv2d`` with a 1xK kernel, of
+:func:`oriented_dwconv1d` with a (C, 1, 1, K) and a (C, K) weight, of the op called directly
 (``torch.ops.mmo1d.oriented_dwconv1d.default``) and of two small ATen calls for scale; then the
 torch.profiler CPU tables (self time per op, kernel launches, allocations) of 20 forward + backward
 steps and of 50 forwards of the convolution and of the oriented op.
@@ -10,28 +10,13 @@ steps and of 50 forwards of the convolution and of the oriented op.
     python .dev_scripts/host_profile.py
 """
 import math
-import time
 
 import torch
 import torch.nn.functional as F
+from host_overhead import per_call_us  # this folder is the script's sys.path[0]
 from torch.profiler import ProfilerActivity, profile
 
 from mmo1d.ops import oriented_angles, oriented_dwconv1d
-
-
-def per_call_us(fn, calls: int = 300, rounds: int = 7) -> float:
-    """Median over rounds of the host time of ``calls`` calls, in microseconds per call."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        out.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return sorted(out)[len(out) // 2]
 
 
 def cpu_table(fn, steps: int, rows: int) -> str:
