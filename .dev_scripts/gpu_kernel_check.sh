@@ -4,12 +4,15 @@
 #   bash .dev_scripts/gpu_kernel_check.sh build    OUT_DIR   # build in place (and .old/ if present)
 #   bash .dev_scripts/gpu_kernel_check.sh tests    OUT_DIR   # op tests with the shape fuzz, AMP backbones
 #   bash .dev_scripts/gpu_kernel_check.sh compare  OUT_DIR   # bit-identity with the build in .old/
+#                                                            # (or, with OLD_DUMP=FILE, with an earlier
+#                                                            # run's op_matrix_new.json: no .old build)
 #   bash .dev_scripts/gpu_kernel_check.sh sanitize OUT_DIR   # compute-sanitizer memcheck + racecheck
 #   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
 #   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
 #   bash .dev_scripts/gpu_kernel_check.sh shapes   OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #   bash .dev_scripts/gpu_kernel_check.sh learnable OUT_DIR  # interpolated taps: speed against truncation, memory probe
+#   bash .dev_scripts/gpu_kernel_check.sh fingerprint OUT_DIR  # the sha1 of csrc/ that every log's header prints
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
@@ -25,6 +28,12 @@ header() {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
   echo "commit: ${SOURCE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+  # A copy of a working tree may carry a stale .git: the sources' own fingerprint, which
+  # `bash .dev_scripts/gpu_kernel_check.sh fingerprint` prints for a checkout.
+  fingerprint
+}
+fingerprint() {
+  echo "sources: $(find csrc -type f | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12) (sha1 of csrc/)"
 }
 case "$STAGE" in
   build)
@@ -49,6 +58,14 @@ case "$STAGE" in
     ;;
   compare)
     header | tee "$OUT/compare.log"
+    if [ -n "${OLD_DUMP:-}" ]; then
+      echo "== new against $OLD_DUMP" | tee -a "$OUT/compare.log"
+      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_new.json" 2>&1 |
+        tee -a "$OUT/compare.log"
+      "$PY" .dev_scripts/op_matrix.py compare "$OLD_DUMP" "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log" |
+        tail -n 15
+      exit 0
+    fi
     repro='import torch; from mmo1d.ops import oriented_angles, oriented_dwconv1d
 x = torch.randn(2, 64, 512, 512, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
 w = torch.randn(64, 15, device="cuda", dtype=torch.float16)
@@ -154,5 +171,6 @@ PYEOF
       tee "$OUT/interp_speed.log" | grep -A 12 '^| dtype, layout | C'
     { header; "$PY" .dev_scripts/probe_interp_memory.py; } 2>&1 | tee "$OUT/memory_probe.log"
     ;;
+  fingerprint) fingerprint ;;
   *) echo "unknown stage $STAGE" >&2; exit 2 ;;
 esac
