@@ -15,7 +15,7 @@ samples.
 """
 import argparse
 import csv
-from typing import List
+from typing import List, Optional
 
 
 def load(path: str):
@@ -43,12 +43,12 @@ def regions(executed: List[int]) -> List[List[int]]:
     return out
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('csv')
     parser.add_argument('--regions', type=int, default=14)
     parser.add_argument('--top', type=int, default=8)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     kernel, source, executed, samples = load(args.csv)
     total, total_samples = sum(executed), max(1, sum(samples))
     print(f'{kernel}\n{total:,} warp instructions executed, {sum(samples):,} stall samples')
