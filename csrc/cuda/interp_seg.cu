@@ -35,7 +35,7 @@ bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_seg_wgrad_nchw";
     return plan_seg_wgrad<scalar_t>(p, rows, 2 * h + 1, std::min(rows, kInterpSegWgradPoints), plan,
-                                    sizeof(scalar_t) == 2 ? 2 : 3);
+                                    sizeof(scalar_t) == 2 ? kSegWgradSharedColumns : kSegWgradTwoTasks);
   }
   plan->path = "interp_seg_nchw";
   return plan_seg_gather<scalar_t>(p, rows, 2 * h + 1, plan);

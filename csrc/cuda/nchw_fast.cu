@@ -73,12 +73,10 @@ void SegGather::run(const Plan& plan, const Args<scalar_t>& a) {
   launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo());
 }
 
-// Kernel instances: one column of sums per thread (variant 1), per pair of lanes (2), or one per
-// thread walking two tasks at once (3).
 template <typename scalar_t>
 auto seg_wgrad_kernel(int variant) {
-  return variant == 2 ? seg_wgrad_nchw_kernel<scalar_t, 2, 1>
-                      : (variant == 3 ? seg_wgrad_nchw_kernel<scalar_t, 1, 2> : seg_wgrad_nchw_kernel<scalar_t, 1, 1>);
+  if (variant == kSegWgradSharedColumns) return seg_wgrad_nchw_kernel<scalar_t, 2, 1>;
+  return variant == kSegWgradTwoTasks ? seg_wgrad_nchw_kernel<scalar_t, 1, 2> : seg_wgrad_nchw_kernel<scalar_t, 1, 1>;
 }
 
 template <typename scalar_t>
@@ -86,8 +84,8 @@ bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* pl
   FastGeometry g = plane_geometry(p);
   g.K = rows;
   const int threads = seg_wgrad_threads(g);
-  const int64_t fixed =
-      align16(sizeof(int4) * g.K) + align16(sizeof(float) * points * (threads / (variant == 2 ? 2 : 1)));
+  const int64_t fixed = align16(sizeof(int4) * g.K) +
+                        align16(sizeof(float) * points * (threads / (variant == kSegWgradSharedColumns ? 2 : 1)));
   auto kernel = seg_wgrad_kernel<scalar_t>(variant);
   if (!choose_fast_tile(g, kSegStartTile, fixed, kWgradBudget, max_dynamic_smem(kernel), seg_tile_bytes, halo_k)) {
     return false;
@@ -98,7 +96,7 @@ bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* pl
   plan->parts = g.tiles * chunks;
   plan->points = points;
   // Two tasks per thread only where a tile has two rounds of tasks or more (the same shared memory).
-  plan->variant = variant == 3 && seg_max_tasks(g) <= threads ? 1 : variant;
+  plan->variant = variant == kSegWgradTwoTasks && seg_max_tasks(g) <= threads ? kSegWgradColumns : variant;
   plan->fg = g;
   plan->launch =
       LaunchShape{int64_t(g.C) * g.tiles * chunks, ceil_div(rows, points), threads, seg_smem(g, fixed, halo_k)};

@@ -22,12 +22,16 @@ template <typename scalar_t>
 void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo);
 
+// The NCHW weight gradient's kernel instances (Plan::variant): a column of point sums per thread;
+// one per pair of lanes (seg_wgrad_nchw_kernel's SHARE = 2); a thread walking two tasks at once
+// (TASKS = 2).
+constexpr int kSegWgradColumns = 1, kSegWgradSharedColumns = 2, kSegWgradTwoTasks = 3;
+
 // Plan of the stride-1 weight-gradient partial sums over tables of `rows` points per channel,
-// `points` of them (a slice) per block; variant: 1, 2 for columns of sums shared by two lanes, 3
-// for two tasks per thread at once (seg_wgrad_nchw_kernel's SHARE = 2, TASKS = 2; 1 where the
-// tile has a single round of tasks).
+// `points` of them (a slice) per block, with the given instance (kSegWgradTwoTasks falls back to
+// kSegWgradColumns where the tile has a single round of tasks).
 template <typename scalar_t>
-bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int variant = 1);
+bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int variant = kSegWgradColumns);
 
 // The partial sums (C, plan.parts, plan.fg.K) floats of dy * x at each point, in the tables'
 // segment order (only the rows below a channel's point count are written).

@@ -43,7 +43,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   win_region(g, p.N * (g.C / CB) * classes);
   plan->fg = g;
-  plan->variant = classes;
+  plan->classes = classes;
   plan->one_list = one_list;
   plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
   return launch_fits(kernel, plan->launch);
@@ -53,10 +53,10 @@ template <typename scalar_t>
 void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                        const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
                        const TapWeights<scalar_t>& taps) {
-  TORCH_CHECK(segw != nullptr || (taps.w != nullptr && plan.variant == 1 && !plan.one_list),
+  TORCH_CHECK(segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
-  auto kernel = win_kernel<scalar_t>(plan.variant, plan.one_list);
+  auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
@@ -84,9 +84,9 @@ bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
 // call); the parity classes of the stride-2 input gradient take merged tables.
 template <typename scalar_t>
 void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const bool in_blocks = plan.variant == 1;
+  const bool in_blocks = plan.classes == 1;
   const auto t =
-      build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.variant, !in_blocks);
+      build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.classes, !in_blocks);
   const at::Tensor w = in_blocks ? a.weight.contiguous() : at::Tensor();
   const TapWeights<scalar_t> taps =
       in_blocks ? TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual} : TapWeights<scalar_t>{};

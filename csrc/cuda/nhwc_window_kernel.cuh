@@ -342,32 +342,31 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
                               seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
-    if (ONE_LIST && united) {
-      win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[0], s_nseg[0], sseg, sw, b, sth, stw, p0 + ps, q0 + qs,
-                                    ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
-    } else if (s_uniform[quarter]) {
+    // The tasks of NV channels from kc of the block over the list (sseg's or GlobalSegs) of channel kl.
+    auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
+      win_tasks<scalar_t, R, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth,
+                                                      stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot,
+                                                      slots);
+    };
+    // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
+    auto list_of = [&](int kc) {
       if constexpr (ONE_LIST) {
-        win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0],
-                                      GlobalSegs{segs + int64_t(c0 + k0) * g.K, pitch}, sw, b, sth, stw, p0 + ps,
-                                      q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+        return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
       } else {
-        win_tasks<scalar_t, R, OS, V>(S, op, k0, c0 + k0, s_mode[k0], s_nseg[k0], sseg + k0 * g.K, sw, b, sth, stw,
-                                      p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
+        return static_cast<const int4*>(sseg + kc * g.K);
       }
+    };
+    if (ONE_LIST && united) {
+      // Every channel of the block has channel c0's list, mode and segment count.
+      tasks(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(sseg));
+    } else if (s_uniform[quarter]) {
+      tasks(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
     } else {
       // The quarter's channels straddle two angle groups: one channel at a time.
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
-        const int kc = k0 + kk;
         const float bk[1] = {b[kk]};
-        if constexpr (ONE_LIST) {
-          win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc],
-                                        GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch}, sw, bk, sth, stw, p0 + ps,
-                                        q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
-        } else {
-          win_tasks<scalar_t, R, OS, 1>(S, op, kc, c0 + kc, s_mode[kc], s_nseg[kc], sseg + kc * g.K, sw, bk, sth, stw,
-                                        p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot, slots);
-        }
+        tasks(std::integral_constant<int, 1>{}, k0 + kk, k0 + kk, bk, list_of(k0 + kk));
       }
     }
   }

@@ -50,10 +50,10 @@ struct Plan {
   FastGeometry fg{};      // fast paths
   LaunchShape launch;
   int64_t tile = 0;             // bytes of the staged tile (kernels that size their sub-tiles from it)
-  int variant = 0;              // kernel instance (outputs per thread, parity classes, layout)
+  int variant = 0;              // kernel instance (outputs per thread, layout, the NCHW weight gradient's)
   bool via_nchw = false;        // channels_last tensors through NCHW copies
   int chunk = 0, parts = 0;     // weight gradients: images per block, partial sums per channel
-  int classes = 1, points = 0;  // vector weight gradient: parity classes, table rows per block
+  int classes = 1, points = 0;  // parity classes (1 or 4); vector weight gradient: table rows per block
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
 };
 

@@ -172,8 +172,6 @@ def oriented_dwconv1d_path(input: Tensor,
         raise ValueError(f'oriented_dwconv1d_path: pass_ must be one of {PASSES}, got {pass_!r}')
     if rounding not in ALL_ROUNDINGS:
         raise ValueError(f'oriented_dwconv1d_path: rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
-    if weight.dim() == 4:
-        weight = weight.flatten(1)
     if theta is None:
         theta = oriented_angles(input.shape[1] if input.dim() == 4 else 1).to(input.device)
     if input.is_cuda:
