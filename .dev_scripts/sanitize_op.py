@@ -4,7 +4,9 @@ interpolated ones with learnable angles), all at small sizes; with and without b
 with the same angles (table cache build, then hit).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
-    compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py --quick
+    compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
+
+(``--quick``: every other case. On an H100 racecheck over every case takes under a minute.)
 
 Prints the path of each call and the set of paths covered; exits non-zero if a call raised or a path
 of the compiled families (``oriented_dwconv1d_paths``) was not covered.

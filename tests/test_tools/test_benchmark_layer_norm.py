@@ -33,3 +33,18 @@ def test_no_gpu_message():
     proc = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
+    """The output folder is made before the timed run (a missing one used to fail after it)."""
+    out = tmp_path / 'new' / 'dir'
+    env = {'gpu': 'Test GPU', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51, 'rounds': 3,
+           'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_layer_norm.py'}
+
+    def fake_run(args):
+        assert out.is_dir()
+        return {'env': env, 'records': []}
+
+    monkeypatch.setattr(bench, 'run', fake_run)
+    bench.main(['--out-dir', str(out)])
+    assert sorted(p.name for p in out.iterdir()) == ['layer_norm_Test_GPU.json', 'layer_norm_Test_GPU.md']

@@ -53,17 +53,23 @@ def test_no_gpu_message():
     assert result.returncode != 0 and 'no CUDA device' in result.stderr
 
 
+RESULTS = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results'
+#: The README's table: one committed run per model size.
+COMMITTED = [RESULTS / f'models_{size}_NVIDIA_H100_80GB_HBM3.json' for size in ('tiny', 'base')]
+
+
 def test_readme_table_from_committed_results(capsys):
-    """The README table is the committed results file's ratios to timm: every cell recomputed here."""
-    path = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results' / 'models_NVIDIA_H100_80GB_HBM3.json'
-    result = json.loads(path.read_text())
-    assert benchmark_tool.main(['--readme-table', str(path)]) == {}
+    """The README table is the committed results files' ratios to timm: every cell recomputed here."""
+    results = [json.loads(path.read_text()) for path in COMMITTED]
+    assert benchmark_tool.main(['--readme-table'] + [str(path) for path in COMMITTED]) == {}
     lines = capsys.readouterr().out.strip().splitlines()
     table = lines[4:lines.index('', 4)]
     rows = {line.split(' | ')[0].lstrip('| '): line.strip('| ').split(' | ')[1:] for line in table}
-    recs = {(r['model'], r['mode'], r['pass']): r for r in result['records']}
-    modes = list(dict.fromkeys(r['mode'] for r in result['records']))
-    ours = [m for m in dict.fromkeys(r['model'] for r in result['records']) if '(mmo1d)' in m]
+    records = [r for result in results for r in result['records']]
+    recs = {(r['model'], r['mode'], r['pass']): r for r in records}
+    modes = list(dict.fromkeys(r['mode'] for r in records))
+    ours = [m for m in dict.fromkeys(r['model'] for r in records) if '(mmo1d)' in m]
+    assert {m[len('ConvNeXt-')] for m in ours} == {'T', 'B'}
     assert sorted(rows) == sorted(m.replace(' (mmo1d)', '') for m in ours)
     for model in ours:
         timm = 'timm convnext_' + ('tiny' if model.startswith('ConvNeXt-T') else 'base')
@@ -74,18 +80,27 @@ def test_readme_table_from_committed_results(capsys):
             assert [float(v) for v in cells[i].split(' / ')] == pytest.approx(expected, abs=0.005)
         memory = [recs[model, m, 'train']['peak_mem_bytes'] / recs[timm, m, 'train']['peak_mem_bytes'] for m in modes]
         assert [float(v) for v in cells[-1].split(' / ')] == pytest.approx(memory, abs=0.005)
-    # Under the table: the largest slowest / fastest round ratio of each mode.
-    spreads = {m: max(max(r['round_ms']) / min(r['round_ms']) for r in result['records'] if r['mode'] == m)
-               for m in modes}
-    assert lines[-1] == (f"Slowest / fastest of the {result['env']['rounds']} rounds of one model and pass, at most: "
-                         + ', '.join(f'{m} {v:.2f}' for m, v in spreads.items()) + '.')
+    # Under the table: the largest slowest / fastest round ratio of each mode, and each file's rounds.
+    spreads = {m: max(max(r['round_ms']) / min(r['round_ms']) for r in records if r['mode'] == m) for m in modes}
+    rounds = [result['env']['rounds'] for result in results]
+    assert lines[-1] == (f'Slowest / fastest of the {rounds[0]} rounds (T) and {rounds[1]} rounds (B) of one model '
+                         'and pass, at most: ' + ', '.join(f'{m} {v:.2f}' for m, v in spreads.items()) + '.')
+
+
+def test_readme_table_takes_results_of_one_gpu_and_batch():
+    result = json.loads(COMMITTED[0].read_text())
+    other = json.loads(json.dumps(result))
+    other['env']['batch_size'] = 32
+    with pytest.raises(ValueError, match='disagree on batch_size'):
+        benchmark_tool.readme_table(result, other)
+    assert benchmark_tool.readme_table(result) == benchmark_tool.readme_table(result, dict(result, records=[]))
 
 
 def test_summarize_rewrites_the_committed_markdown(capsys):
     """--summarize prints the markdown that the run wrote next to its results file."""
-    path = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results' / 'models_NVIDIA_H100_80GB_HBM3.json'
-    assert benchmark_tool.main(['--summarize', str(path)]) == {}
-    assert capsys.readouterr().out == path.with_suffix('.md').read_text()
+    for path in COMMITTED:
+        assert benchmark_tool.main(['--summarize', str(path)]) == {}
+        assert capsys.readouterr().out == path.with_suffix('.md').read_text()
 
 
 def test_new_options_parse():

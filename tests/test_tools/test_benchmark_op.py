@@ -74,3 +74,19 @@ def test_no_gpu_message():
     proc = subprocess.run([sys.executable, str(TOOL), '--sizes', '14'], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
+    """The output folder is made before the timed run (a missing one used to fail after it)."""
+    out = tmp_path / 'new' / 'dir'
+    records = [_record('torch_horizontal', 2.0), _record('torch_2d_7x7', 0.8)]
+    records += [_record('mmo1d', 0.5, angle=22.5 * i) for i in range(8)] + [_record('mmo1d', 0.6, angle='mixed8')]
+
+    def fake_run(args):
+        assert out.is_dir()
+        return {'env': _env(), 'records': records}
+
+    monkeypatch.setattr(bench, 'run', fake_run)
+    bench.main(['--out-dir', str(out)])
+    assert sorted(p.name for p in out.iterdir()) == ['Test_GPU.json', 'Test_GPU.md', 'Test_GPU.png']
+    assert json.loads((out / 'Test_GPU.json').read_text())['records'] == records

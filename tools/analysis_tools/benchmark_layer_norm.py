@@ -18,6 +18,7 @@ Example::
 import argparse
 import json
 import math
+import os
 import os.path as osp
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -131,6 +132,7 @@ def summarize(result: Dict) -> str:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
     result = run(args)
     name = 'layer_norm_' + result['env']['gpu'].replace(' ', '_').replace('/', '_')
     with open(osp.join(args.out_dir, f'{name}.json'), 'w') as f:

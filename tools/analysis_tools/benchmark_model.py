@@ -92,8 +92,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'records its error (graph_error) and that case is not captured again (needs a GPU)')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
-    parser.add_argument('--readme-table', metavar='JSON',
-                        help='print the README speed table of a results file and exit')
+    parser.add_argument('--readme-table', metavar='JSON', nargs='+',
+                        help='print the README speed table of one results file, or of several of one GPU '
+                        '(e.g. a run per model size), and exit')
     parser.add_argument('--summarize', metavar='JSON', help='print the markdown summary of a results file and exit')
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1 or args.kernel_steps < 1:
@@ -378,10 +379,23 @@ def add_kernel_ratios(records: List[Dict]) -> List[Dict]:
     return records
 
 
-def readme_table(result: Dict) -> str:
+def _sizes(recs: List[Dict]) -> str:
+    """The model sizes of some records, as the README names them ('T', 'B')."""
+    names = [r['model'] for r in recs if not r['model'].startswith('timm ')]
+    return '/'.join(dict.fromkeys(m.split(' ')[0].split('-')[1] for m in names))
+
+
+def readme_table(*results: Dict) -> str:
     """The README's speed table: throughput of every mmo1d model relative to timm (infer / train) per
-    mode, and its training peak memory relative to timm's."""
-    env, recs = result['env'], result['records']
+    mode, and its training peak memory relative to timm's; from one results file or several of one
+    GPU and batch (e.g. a run per model size), in the order given."""
+    env = results[0]['env']
+    for other in results[1:]:
+        for key in ('gpu', 'batch_size', 'img_size'):
+            if other['env'][key] != env[key]:
+                raise ValueError(f"results of different runs disagree on {key}: {env[key]!r} and "
+                                 f"{other['env'][key]!r}; a README table takes results of one GPU and batch")
+    recs = [r for result in results for r in result['records']]
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
     modes = list(dict.fromkeys(r['mode'] for r in recs))
     models = [m for m in dict.fromkeys(r['model'] for r in recs) if not m.startswith('timm ')]
@@ -399,8 +413,12 @@ def readme_table(result: Dict) -> str:
     spreads = {m: [round_spread(r) for r in recs if r['mode'] == m] for m in modes}
     cells = [f'{m} {max(v):.2f}' for m, v in spreads.items() if None not in v]
     if cells:
-        lines += ['', f"Slowest / fastest of the {env['rounds']} rounds of one model and pass, at most: "
-                  + ', '.join(cells) + '.']
+        if len({result['env']['rounds'] for result in results}) == 1:
+            rounds = f"the {env['rounds']} rounds"
+        else:
+            rounds = 'the ' + ' and '.join(f"{result['env']['rounds']} rounds ({_sizes(result['records'])})"
+                                           for result in results)
+        lines += ['', f'Slowest / fastest of {rounds} of one model and pass, at most: ' + ', '.join(cells) + '.']
     return '\n'.join(lines)
 
 
@@ -448,10 +466,16 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
 
 def main(argv: Optional[List[str]] = None) -> Dict:
     args = parse_args(argv)
-    if args.readme_table or args.summarize:
-        with open(args.readme_table or args.summarize) as f:
-            result = json.load(f)
-        print(readme_table(result) if args.readme_table else summarize(result))
+    if args.readme_table:
+        results = []
+        for path in args.readme_table:
+            with open(path) as f:
+                results.append(json.load(f))
+        print(readme_table(*results))
+        return {}
+    if args.summarize:
+        with open(args.summarize) as f:
+            print(summarize(json.load(f)))
         return {}
     device = torch.device(args.device)
     if device.type == 'cuda':

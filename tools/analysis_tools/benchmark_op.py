@@ -21,6 +21,7 @@ Example::
 import argparse
 import json
 import math
+import os
 import os.path as osp
 from typing import Callable, Dict, List, Optional
 
@@ -229,6 +230,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         with open(args.readme_table) as f:
             print(readme_table(json.load(f)))
         return
+    os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
     result = run(args)
     name = result['env']['gpu'].replace(' ', '_').replace('/', '_')
     json_path = osp.join(args.out_dir, f'{name}.json')
