@@ -83,8 +83,20 @@ def test_readme_table_from_committed_results(capsys):
     # Under the table: the largest slowest / fastest round ratio of each mode, and each file's rounds.
     spreads = {m: max(max(r['round_ms']) / min(r['round_ms']) for r in records if r['mode'] == m) for m in modes}
     rounds = [result['env']['rounds'] for result in results]
-    assert lines[-1] == (f'Slowest / fastest of the {rounds[0]} rounds (T) and {rounds[1]} rounds (B) of one model '
-                         'and pass, at most: ' + ', '.join(f'{m} {v:.2f}' for m, v in spreads.items()) + '.')
+    spread_line = lines.index(table[-1]) + 2
+    assert lines[spread_line] == (f'Slowest / fastest of the {rounds[0]} rounds (T) and {rounds[1]} rounds (B) of one '
+                                  'model and pass, at most: ' + ', '.join(f'{m} {v:.2f}' for m, v in spreads.items())
+                                  + '.')
+    # Then the kernel-time table: timm's summed kernel time over ours, per mode and pass.
+    kernel_rows = {line.split(' | ')[0].lstrip('| '): line.strip('| ').split(' | ')[1:]
+                   for line in lines[spread_line + 6:]}
+    assert sorted(kernel_rows) == sorted(rows)
+    for model in ours:
+        timm = 'timm convnext_' + ('tiny' if model.startswith('ConvNeXt-T') else 'base')
+        for i, mode in enumerate(modes):
+            expected = [recs[timm, mode, p]['kernel_ms'] / recs[model, mode, p]['kernel_ms'] for p in ('infer', 'train')]
+            cell = kernel_rows[model.replace(' (mmo1d)', '')][i]
+            assert [float(v) for v in cell.split(' / ')] == pytest.approx(expected, abs=0.005)
 
 
 def test_readme_table_takes_results_of_one_gpu_and_batch():

@@ -419,6 +419,16 @@ def readme_table(*results: Dict) -> str:
             rounds = 'the ' + ' and '.join(f"{result['env']['rounds']} rounds ({_sizes(result['records'])})"
                                            for result in results)
         lines += ['', f'Slowest / fastest of {rounds} of one model and pass, at most: ' + ', '.join(cells) + '.']
+    if all(r.get('kernel_ms') for r in recs):
+        lines += ['', 'GPU kernel time per step (sum of the profiled steps\' kernel self-times) as a speed relative '
+                  'to timm\'s: timm\'s kernel time / ours (above 1: less GPU time than timm):', '',
+                  '| model | ' + ' | '.join(f'{m} infer / train' for m in modes) + ' |', '|---|' + '---|' * len(modes)]
+        for model in models:
+            cells = []
+            for m in modes:
+                ratios = [vs_timm(by_key, by_key.get((model, m, p)), 'kernel_ms') for p in PASSES]
+                cells.append(' / '.join(_fmt(None if r is None else 1.0 / r, digits=2) for r in ratios))
+            lines.append(f"| {model.replace(' (mmo1d)', '')} | " + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
 
