@@ -94,7 +94,8 @@ def test_readme_table_from_committed_results(capsys):
     for model in ours:
         timm = 'timm convnext_' + ('tiny' if model.startswith('ConvNeXt-T') else 'base')
         for i, mode in enumerate(modes):
-            expected = [recs[timm, mode, p]['kernel_ms'] / recs[model, mode, p]['kernel_ms'] for p in ('infer', 'train')]
+            expected = [recs[timm, mode, p]['kernel_ms'] / recs[model, mode, p]['kernel_ms']
+                        for p in ('infer', 'train')]
             cell = kernel_rows[model.replace(' (mmo1d)', '')][i]
             assert [float(v) for v in cell.split(' / ')] == pytest.approx(expected, abs=0.005)
 
