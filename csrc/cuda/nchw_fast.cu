@@ -49,12 +49,16 @@ bool plan_seg_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
 
 template <typename scalar_t>
 void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo) {
+                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+                       const TapWeights<scalar_t>& taps) {
+  TORCH_CHECK(segw != nullptr || taps.w != nullptr,
+              "oriented_dwconv1d: the NCHW gather needs merged weights or the taps' weights");
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "NCHW fast-path gather");
   kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg);
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg, taps.w, taps.tap_sp,
+      taps.residual);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -67,10 +71,14 @@ bool SegGather::plan(const Problem& p, Pass pass, Plan* plan) {
   return plan_seg_gather<scalar_t>(p, p.K, p.K, plan);
 }
 
+// The blocks merge the weights from the (C, K) weight and the cached tap -> slot map (one launch and
+// one allocation fewer per call).
 template <typename scalar_t>
 void SegGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign);
-  launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo());
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, 1, false);
+  const at::Tensor w = a.weight.contiguous();
+  launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), nullptr, t.halo(),
+                              TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual});
 }
 
 template <typename scalar_t>
@@ -136,7 +144,7 @@ void SegWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 #define MMO1D_INSTANTIATE_SEG(T)                                                                                      \
   template bool plan_seg_gather<T>(const Problem&, int, int, Plan*);                                                  \
   template void launch_seg_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*,           \
-                                     const int4*, const float*, const int2*);                                         \
+                                     const int4*, const float*, const int2*, const TapWeights<T>&);                   \
   template bool plan_seg_wgrad<T>(const Problem&, int, int, int, Plan*, int);                                         \
   template at::Tensor launch_seg_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const SegInfo*, \
                                                    const int4*, const int2*);

@@ -7,6 +7,7 @@
 
 #include "plan.cuh"
 #include "tables.cuh"
+#include "tap_weights.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -17,10 +18,12 @@ namespace cuda {
 template <typename scalar_t>
 bool plan_seg_gather(const Problem& p, int rows, int halo_k, Plan* plan);
 
-// out = the gather of src over the segment tables (C entries of plan.fg.K rows).
+// out = the gather of src over the segment tables (C entries of plan.fg.K rows), with their merged
+// weights segw or, when segw is null, those of taps.
 template <typename scalar_t>
 void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo);
+                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+                       const TapWeights<scalar_t>& taps = {});
 
 // The NCHW weight gradient's kernel instances (Plan::variant): a column of point sums per thread;
 // one per pair of lanes (seg_wgrad_nchw_kernel's SHARE = 2); a thread walking two tasks at once

@@ -4,6 +4,7 @@
 
 #include "geometry.cuh"
 #include "tables.cuh"
+#include "tap_weights.cuh"
 #include "window_walk.cuh"
 
 namespace mmo1d {
@@ -125,12 +126,16 @@ __device__ __forceinline__ bool rows_vectorizable(const void* base, int W, int q
   return W % E == 0 && q0 % E == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
 }
 
+// One block: a tile of one (image, channel) plane. Weights: segw, merged; or, when segw is null, the
+// (C, K) weight wtaps merged by the block through the tables' tap -> slot map tap_sp
+// (stage_merged_weights; one class of rounded taps).
 template <typename scalar_t>
 __global__ void __launch_bounds__(kFastThreads)
     seg_gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
                            const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
                            const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
-                           const FastGeometry g) {
+                           const FastGeometry g, const scalar_t* __restrict__ wtaps, const int* __restrict__ tap_sp,
+                           bool residual) {
   constexpr int R = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t plane = blockIdx.x / g.tiles;
@@ -150,7 +155,11 @@ __global__ void __launch_bounds__(kFastThreads)
     const int4 e = segs[int64_t(c) * g.K + s];
     sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
   }
-  for (int j = threadIdx.x; j < inf.npts; j += blockDim.x) sw[j] = segw[int64_t(c) * g.K + j];
+  if (segw != nullptr) {
+    for (int j = threadIdx.x; j < inf.npts; j += blockDim.x) sw[j] = segw[int64_t(c) * g.K + j];
+  } else {
+    stage_merged_weights<scalar_t, 1>(sw, wtaps, tap_sp, c, g.K, residual);
+  }
   stage_plane<scalar_t>(S, pitch, src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
   __syncthreads();
 

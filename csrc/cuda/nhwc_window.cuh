@@ -8,6 +8,7 @@
 
 #include "plan.cuh"
 #include "tables.cuh"
+#include "tap_weights.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -20,15 +21,6 @@ namespace cuda {
 template <typename scalar_t>
 bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan,
                      bool one_list = false);
-
-// The weights of a gather whose tables carry no merged weights: the (C, K) weight w and the tables'
-// tap -> slot map, merged by each block (one class of rounded taps).
-template <typename scalar_t>
-struct TapWeights {
-  const scalar_t* w = nullptr;
-  const int* tap_sp = nullptr;
-  bool residual = false;
-};
 
 // out = the gather of src over the segment tables (entries of plan.fg.K rows; with 4 classes, four
 // sets of C entries), with their merged weights segw or, when segw is null, those of taps.
