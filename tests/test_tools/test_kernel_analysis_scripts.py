@@ -1,5 +1,6 @@
 """.dev_scripts/ncu_sass_regions.py on a SASS page laid out as ``ncu --page source --csv`` writes it, and
-``.dev_scripts/time_channels_last_builds.py summarize`` on the JSON lines its ``run`` prints."""
+``.dev_scripts/time_channels_last_builds.py summarize`` and ``time_nchw_builds.py summarize`` on the JSON lines
+their ``run`` prints."""
 import csv
 import importlib.util
 import json
@@ -63,3 +64,21 @@ def test_build_summary_takes_medians_per_tag(tmp_path: Path, capsys) -> None:
     assert 'bwd_input 2.200 -> 1.700 (0.773)' in out[1] and 'bwd_weight 3.300 -> 2.550 (0.773)' in out[1]
     # A run without the weight gradient's column (an older file) shows the columns it has.
     assert 'fwd 1.000 -> 0.500 (0.500)' in out[2] and 'bwd_weight' not in out[2]
+
+
+def test_nchw_build_summary_takes_medians_per_build(tmp_path: Path) -> None:
+    """``time_nchw_builds.py summarize``: per case the median of each build's rounds and new / old."""
+    tool = _tool('time_nchw_builds')
+    path = tmp_path / 'ab.jsonl'
+    rounds = {'old': [1.0, 3.0, 2.0], 'new': [1.5, 1.4, 9.0]}
+    with open(path, 'w') as f:
+        f.write('a line that is not JSON\n')
+        for i in range(3):
+            for tag, times in rounds.items():
+                f.write(json.dumps(dict(tag=tag, shape='64x512x28', angle='0', pas='fwd', ms=times[i])) + '\n')
+    lines = tool.summarize(str(path)).splitlines()
+    assert len(lines) == 2
+    cells = lines[1].split()
+    assert cells[:3] == ['64x512x28', '0', 'fwd']
+    assert [float(v) for v in cells[3:6]] == [2.0, 1.5, 0.75]
+    assert lines[1].endswith('1.0000 3.0000 2.0000 | 1.5000 1.4000 9.0000')
