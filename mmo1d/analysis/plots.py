@@ -118,7 +118,7 @@ def plot_op_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
     return fig
 
 
-def _model_size(name: str) -> str:
+def model_size(name: str) -> str:
     """'T' or 'B' (any size letter) of a model of the model benchmark."""
     match = re.match(r'timm convnext_(\w+)', name)
     if match:
@@ -159,11 +159,11 @@ def plot_model_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
     modes = list(dict.fromkeys(r['mode'] for r in recs))
     passes = [p for p in ('infer', 'train') if any(r['pass'] == p for r in recs)]
     by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
-    sizes = list(dict.fromkeys(_model_size(m) for m in models))
+    sizes = list(dict.fromkeys(model_size(m) for m in models))
     xs, x = {}, 0.0
     for size in sizes:
         for m in models:
-            if _model_size(m) == size:
+            if model_size(m) == size:
                 xs[m] = x
                 x += 1
         x += 0.8
@@ -186,12 +186,12 @@ def plot_model_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
                 ax.bar(xs[m], value, width=0.8, color=colour, hatch='//' if timm else None, edgecolor='black',
                        linewidth=0.5)
                 base = next((by_key.get((b, mode, pas)) for b in models
-                             if b.startswith('timm') and _model_size(b) == _model_size(m)), None)
+                             if b.startswith('timm') and model_size(b) == model_size(m)), None)
                 if not timm and base and base['img_per_s']:
                     ax.text(xs[m], value, f"{value / base['img_per_s']:.2f}x", ha='center', va='bottom',
                             fontsize=7)
             ax.set_ylim(0, top * 1.15 if top else 1)
-            ax.set_xticks([xs[m] for m in models], [f'{_model_size(m)} {_model_label(m)}' for m in models],
+            ax.set_xticks([xs[m] for m in models], [f'{model_size(m)} {_model_label(m)}' for m in models],
                           fontsize=7, rotation=45, ha='right')
             ax.tick_params(axis='y', labelsize=8)
             ax.set_title(f'{mode}, {_PASS_NAMES[pas]}', fontsize=9)

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmo1d.analysis.plots import plot_model_benchmark
+from mmo1d.analysis.plots import model_size, plot_model_benchmark
 from mmo1d.benchmark.classifiers import (
     LOSS_SCALED_MODES,
     MODES,
@@ -354,8 +354,7 @@ def _fmt(value, scale=1.0, digits=1):
 
 def timm_name(model: str) -> str:
     """The timm ConvNeXt of the size of a benchmark model ('ConvNeXt-T-1D (mmo1d)', 'timm convnext_base')."""
-    size = model.split('-')[1][0] if model.startswith('ConvNeXt-') else model.split('_')[-1][0].upper()
-    return f"timm convnext_{'tiny' if size == 'T' else 'base'}"
+    return f"timm convnext_{'tiny' if model_size(model) == 'T' else 'base'}"
 
 
 def vs_timm(by_key: Dict, rec: Optional[Dict], key: str) -> Optional[float]:
@@ -382,7 +381,7 @@ def add_kernel_ratios(records: List[Dict]) -> List[Dict]:
 def _sizes(recs: List[Dict]) -> str:
     """The model sizes of some records, as the README names them ('T', 'B')."""
     names = [r['model'] for r in recs if not r['model'].startswith('timm ')]
-    return '/'.join(dict.fromkeys(m.split(' ')[0].split('-')[1] for m in names))
+    return '/'.join(dict.fromkeys(model_size(m) for m in names))
 
 
 def readme_table(*results: Dict) -> str:
