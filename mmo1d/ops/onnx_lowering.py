@@ -26,7 +26,7 @@ The KxK kernel is computed in the graph from the weight and the angles (sine and
 in float64, rounded to float32, as :func:`mmo1d.ops.tap_offsets` does), so it needs no knowledge of
 the angles' values at trace time; exporters and ONNX Runtime fold it to a constant when the weight
 and the angles are initializers. Why a dense kernel and not a sum of shifted slices:
-``benchmarks/results/onnx_lowering.md``.
+``benchmarks/results/onnx_lowering_cpu.md``.
 """
 from typing import Callable, Dict, Optional, Tuple
 

@@ -12,8 +12,8 @@ from mmo1d.analysis import plots
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / 'tools' / 'analysis_tools' / 'plot_benchmarks.py'
-OP_JSON = ROOT / 'benchmarks' / 'results' / 'NVIDIA_H100_80GB_HBM3.json'
-MODELS_JSON = ROOT / 'benchmarks' / 'results' / 'models_tiny_NVIDIA_H100_80GB_HBM3.json'
+OP_JSON = ROOT / 'benchmarks' / 'results' / 'op_h100.json'
+MODELS_JSON = ROOT / 'benchmarks' / 'results' / 'models_tiny_h100.json'
 
 
 def op_result():

@@ -177,7 +177,7 @@ def test_no_gpu_message():
 def test_readme_table_from_committed_results(tmp_path):
     """The README table holds each timed config of the committed results with its ratios to the stock config
     of its task, recomputed here from the records."""
-    path = REPO / 'benchmarks' / 'results' / 'downstream_NVIDIA_H100_80GB_HBM3.json'
+    path = REPO / 'benchmarks' / 'results' / 'downstream_h100.json'
     result = json.loads(path.read_text())
     out = _run([TOOL, '--readme-table', path], REPO).stdout.strip().splitlines()
     rows = {cells[1]: cells[2:] for cells in (line.strip('| ').split(' | ') for line in out[4:])}

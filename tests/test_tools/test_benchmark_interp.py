@@ -23,7 +23,7 @@ def test_defaults_and_overrides():
     assert (args.batch, args.channels, args.size, args.kernel_size) == (64, None, 56, 31)
     assert args.dtypes == ['float32', 'bfloat16', 'float16']
     assert (args.repeats, args.rounds, args.angle_jitter) == (30, 6, 0.05)
-    assert args.out_dir == 'benchmarks/results/learnable'
+    assert args.out_dir == 'benchmarks/results'
     assert bench.CONFIGS['float32'] == (torch.float32, 'nchw', 512)
     assert bench.CONFIGS['bfloat16'] == (torch.bfloat16, 'channels_last', 384)
     assert bench.CONFIGS['float16'] == (torch.float16, 'channels_last', 384)

@@ -55,7 +55,7 @@ def test_no_gpu_message():
 
 RESULTS = Path(__file__).resolve().parents[2] / 'benchmarks' / 'results'
 #: The README's table: one committed run per model size.
-COMMITTED = [RESULTS / f'models_{size}_NVIDIA_H100_80GB_HBM3.json' for size in ('tiny', 'base')]
+COMMITTED = [RESULTS / f'models_{size}_h100.json' for size in ('tiny', 'base')]
 
 
 def test_readme_table_from_committed_results(capsys):

@@ -19,7 +19,7 @@ beyond what was allocated before, and the ratios to ``trunc`` with their targets
 
 Example::
 
-    python tools/analysis_tools/benchmark_interp.py --out-dir benchmarks/results/learnable
+    python tools/analysis_tools/benchmark_interp.py --out-dir benchmarks/results
 """
 import argparse
 import json
@@ -64,7 +64,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--angle-jitter', type=float, default=0.05,
                         help='the angles move by uniform(-jitter, jitter) radians off the 8 directions')
     parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out-dir', default='benchmarks/results/learnable')
+    parser.add_argument('--out-dir', default='benchmarks/results')
     return parser.parse_args(argv)
 
 

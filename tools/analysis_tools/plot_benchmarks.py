@@ -9,7 +9,7 @@ redraws them without a GPU. JSON files of other formats are skipped.
 Example::
 
     python tools/analysis_tools/plot_benchmarks.py                      # every JSON in benchmarks/results
-    python tools/analysis_tools/plot_benchmarks.py benchmarks/results/models_tiny_NVIDIA_H100_80GB_HBM3.json
+    python tools/analysis_tools/plot_benchmarks.py benchmarks/results/models_tiny_h100.json
 """
 import argparse
 import glob

@@ -13,7 +13,7 @@ runs each, median per round, median over rounds. Writes a JSON and a markdown ta
 Example::
 
     python tools/deployment/benchmark_onnx_lowering.py --threads 2 \\
-        --out benchmarks/results/onnx_lowering
+        --out benchmarks/results/onnx_lowering_cpu
 """
 import argparse
 import json
