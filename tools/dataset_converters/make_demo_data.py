@@ -7,12 +7,23 @@ clutter. By default each kind of shape takes its colours from its own band of hu
 small model learn the task in a few hundred CPU iterations; with ``--shape-only`` every shape gets
 any hue, so that only its geometry tells its kind.
 
+With ``--which textures`` it writes a third, separate dataset where orientation is the whole
+task: each image is cut into a few regions (a Voronoi partition), each filled with an oriented
+texture (a grating or broken line field of random period, phase, contrast and brightness, under
+strong pixel noise) whose orientation is its class. The default orientations, 11.25 + k x 45
+degrees, lie halfway between the 8 directions of the paper's kernels (multiples of 22.5 degrees),
+and each of those directions has one nearest texture orientation: a kernel with fixed angles sees
+every texture 11.25 degrees off its lines, one with learned angles can turn onto them. The images
+are grey (no colour cue) and the training pipeline must not flip them (a flip changes the class).
+
 Layouts written under ``--out`` (default ``data/demo``)::
 
     ade/ADEChallengeData2016/images/{training,validation}/*.jpg
     ade/ADEChallengeData2016/annotations/{training,validation}/*.png
     coco/{train2017,val2017}/*.jpg
     coco/annotations/instances_{train2017,val2017}.json
+    textures/ADEChallengeData2016/{images,annotations}/{training,validation}/*  (``--which textures``)
+    textures/ADEChallengeData2016/textures.json  (orientations and classes of the texture data)
 
 Both datasets use the real label spaces, so unchanged ADE20K (150 classes) and COCO (80 classes)
 configs run on them, and a config can pick the five demo classes by name (mmseg maps a subset of
@@ -21,6 +32,7 @@ ADE20K annotation PNGs follow ``reduce_zero_label`` semantics: 0 = clutter ("oth
 k = ADE20K class k - 1; ground, disc, square, triangle and bar are drawn as the ADE20K classes in
 ``ADE20K_CLASS_OF``. The COCO json files list the 80 COCO categories with their official ids and
 names; the shapes are annotated, with polygon masks, as the categories in ``COCO_CATEGORY_OF``.
+The texture data labels orientation k as the ADE20K class ``TEXTURE_CLASSES[k]``.
 
 Example::
 
@@ -74,6 +86,13 @@ COCO_CATEGORIES: Tuple[Tuple[int, str], ...] = (
     (87, 'scissors'), (88, 'teddy bear'), (89, 'hair drier'), (90, 'toothbrush'))
 
 _DISC_VERTICES = 48
+#: ADE20K classes (name, value in the annotation PNGs) of the texture data: orientation k is class k.
+TEXTURE_CLASSES: Tuple[Tuple[str, int], ...] = (
+    ('fence', 33), ('railing', 39), ('blind', 64), ('curtain', 19),
+    ('stairs', 54), ('rug', 29), ('grass', 10), ('wall', 1))
+#: Default texture orientations (degrees): halfway between the 8 directions k x 22.5 of the paper's
+#: kernels, every other one, so that each of those directions has a single nearest texture orientation.
+TEXTURE_ORIENTATIONS: Tuple[float, ...] = (11.25, 56.25, 101.25, 146.25)
 
 
 class Instance:
@@ -210,6 +229,115 @@ def draw_scene(rng: np.random.Generator, height: int, width: int, max_objects: i
     return image, seg, instances
 
 
+def _smooth_field(rng: np.random.Generator, height: int, width: int, cells: int) -> np.ndarray:
+    """A smooth random field in [0, 1], (H, W) float32: a ``cells`` x ``cells`` grid upsampled."""
+    coarse = rng.uniform(0, 1, size=(cells, cells)).astype(np.float32)
+    return cv2.resize(coarse, (width, height), interpolation=cv2.INTER_CUBIC).clip(0, 1)
+
+
+def oriented_texture(rng: np.random.Generator, height: int, width: int, orientation_deg: float,
+                     period: Tuple[float, float] = (4.0, 9.0)) -> np.ndarray:
+    """An oriented texture, (H, W) float32 around 0 with amplitude about 1.
+
+    Its lines run along orientation ``orientation_deg``: in image coordinates (x right, y down) along
+    ``(cos a, -sin a)``, counter-clockwise from the x axis as seen on screen. That is the line of an
+    oriented kernel turned by the same angle (:func:`mmo1d.ops.oriented_dwconv1d`: taps at row
+    ``-d sin(theta)``, column ``d cos(theta)``). Half the textures are sine gratings, half broken
+    line fields (thin lines whose contrast comes and goes along them); the period (pixels across
+    the lines) and phase are random, and the contrast varies slowly over the image.
+    """
+    a = math.radians(orientation_deg)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    across = xx * math.sin(a) + yy * math.cos(a)  # distance across the lines
+    along = xx * math.cos(a) - yy * math.sin(a)
+    wave = np.sin(2 * math.pi * across / rng.uniform(*period) + rng.uniform(0, 2 * math.pi))
+    if rng.random() < 0.5:
+        # Thin bright lines (the crests of the wave), interrupted along their length.
+        wave = 2.0 * (wave > 0.5) - 0.5
+        dashes = np.sin(2 * math.pi * along / rng.uniform(8, 20) + rng.uniform(0, 2 * math.pi)) > -0.3
+        wave = np.where(dashes, wave, -0.5).astype(np.float32)
+    contrast = 0.4 + 0.6 * _smooth_field(rng, height, width, 3)
+    return (wave * contrast).astype(np.float32)
+
+
+def draw_texture_scene(rng: np.random.Generator, height: int, width: int,
+                       orientations_deg: Sequence[float] = TEXTURE_ORIENTATIONS,
+                       noise: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """Draw one scene of oriented textures.
+
+    Args:
+        rng: Random generator (the only source of randomness).
+        height: Image height in pixels (at least 32).
+        width: Image width in pixels (at least 32).
+        orientations_deg: Orientation of each class's texture (degrees, see :func:`oriented_texture`).
+        noise: Standard deviation of the gaussian pixel noise relative to the textures' amplitude.
+
+    Returns:
+        ``(image, seg)``: grey BGR uint8 image (H, W, 3); uint8 label map (H, W) with k + 1 =
+        orientation ``orientations_deg[k]`` (no 0: every pixel is labelled).
+    """
+    if height < 32 or width < 32:
+        raise ValueError(f'images must be at least 32x32 pixels, got {height}x{width}')
+    if not 1 <= len(orientations_deg) <= len(TEXTURE_CLASSES):
+        raise ValueError(f'between 1 and {len(TEXTURE_CLASSES)} texture orientations, got {list(orientations_deg)}')
+    if noise < 0:
+        raise ValueError(f'noise must be >= 0, got {noise}')
+    # Voronoi regions of 2 to 5 random sites, each a random class.
+    sites = rng.uniform([0, 0], [width, height], size=(int(rng.integers(2, 6)), 2))
+    yy, xx = np.mgrid[0:height, 0:width]
+    region = np.argmin((xx[..., None] - sites[:, 0]) ** 2 + (yy[..., None] - sites[:, 1]) ** 2, axis=-1)
+    classes = rng.integers(len(orientations_deg), size=len(sites))
+    seg = (classes[region] + 1).astype(np.uint8)
+    scale = rng.uniform(25, 45)
+    field = np.zeros((height, width), np.float32)
+    for i, k in enumerate(classes):
+        inside = region == i
+        texture = oriented_texture(rng, height, width, float(orientations_deg[k]))
+        field[inside] = rng.uniform(90, 165) + scale * texture[inside]
+    field += rng.normal(0, noise * scale, size=field.shape).astype(np.float32)
+    grey = np.clip(np.round(field), 0, 255).astype(np.uint8)
+    return np.repeat(grey[..., None], 3, axis=2), seg
+
+
+def write_textures(root: Path, split_sizes: Dict[str, int], height: int, width: int, seed: int,
+                   orientations_deg: Sequence[float] = TEXTURE_ORIENTATIONS, noise: float = 1.0) -> None:
+    """Write the oriented-texture dataset in the ADE20K layout under ``root`` (``ADEChallengeData2016``).
+
+    Images are ``.jpg`` as in ADE20K, at quality 100 so that compression leaves the thin lines
+    alone. ``textures.json`` in ``root`` records the orientations, their ADE20K classes and the
+    generator's settings.
+
+    Args:
+        root: Output folder; ``images/{split}`` and ``annotations/{split}`` are created in it.
+        split_sizes: Number of images per split, keys ``training`` and ``validation``.
+        height: Image height.
+        width: Image width.
+        seed: Seed of the split-specific random generators.
+        orientations_deg: Orientation of each class (degrees).
+        noise: Pixel noise relative to the textures' amplitude.
+    """
+    to_ade = np.zeros(256, np.uint8)
+    for k in range(len(orientations_deg)):
+        to_ade[k + 1] = TEXTURE_CLASSES[k][1]
+    for split_index, (split, count) in enumerate(split_sizes.items()):
+        rng = np.random.default_rng([seed, 3, split_index])
+        img_dir = root / 'images' / split
+        ann_dir = root / 'annotations' / split
+        img_dir.mkdir(parents=True, exist_ok=True)
+        ann_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            image, seg = draw_texture_scene(rng, height, width, orientations_deg, noise)
+            stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
+            if not cv2.imwrite(str(img_dir / f'{stem}.jpg'), image, [cv2.IMWRITE_JPEG_QUALITY, 100]):
+                raise OSError(f'could not write {img_dir / stem}.jpg')
+            _write_image(ann_dir / f'{stem}.png', to_ade[seg])
+    meta = dict(orientations_deg=[float(a) for a in orientations_deg],
+                classes=[TEXTURE_CLASSES[k][0] for k in range(len(orientations_deg))],
+                ade20k_values=[TEXTURE_CLASSES[k][1] for k in range(len(orientations_deg))],
+                size=[height, width], noise=noise, seed=seed, split_sizes=dict(split_sizes))
+    (root / 'textures.json').write_text(json.dumps(meta, indent=1) + '\n')
+
+
 def _write_image(path: Path, image: np.ndarray) -> None:
     if not cv2.imwrite(str(path), image):
         raise OSError(f'could not write {path}')
@@ -287,8 +415,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--out', default='data/demo', help='output folder (default: data/demo)')
     parser.add_argument('--seed', type=int, default=0, help='random seed (default: 0)')
-    parser.add_argument('--which', choices=['ade', 'coco', 'both'], default='both',
-                        help='which dataset(s) to write (default: both)')
+    parser.add_argument('--which', choices=['ade', 'coco', 'both', 'textures'], default='both',
+                        help='which dataset(s) to write: ade, coco, both of them, or the oriented-texture '
+                        'data alone (default: both)')
     parser.add_argument('--shape-only', action='store_true',
                         help='draw every shape in any hue (default: one band of hues per kind)')
     parser.add_argument('--ade-size', type=int, nargs=2, default=[128, 128], metavar=('H', 'W'),
@@ -299,11 +428,25 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='COCO-style image size (default: 160 160)')
     parser.add_argument('--coco-train', type=int, default=200, help='COCO training images')
     parser.add_argument('--coco-val', type=int, default=50, help='COCO validation images')
+    parser.add_argument('--texture-size', type=int, nargs=2, default=[64, 64], metavar=('H', 'W'),
+                        help='texture image size (default: 64 64)')
+    parser.add_argument('--texture-train', type=int, default=400, help='texture training images')
+    parser.add_argument('--texture-val', type=int, default=100, help='texture validation images')
+    parser.add_argument('--texture-angles', type=float, nargs='+', default=list(TEXTURE_ORIENTATIONS),
+                        metavar='DEG', help='orientation of each texture class in degrees, one class each '
+                        f'(at most {len(TEXTURE_CLASSES)}; default: {" ".join(map(str, TEXTURE_ORIENTATIONS))})')
+    parser.add_argument('--texture-noise', type=float, default=1.0,
+                        help="pixel noise relative to the textures' amplitude (default: 1.0)")
     args = parser.parse_args(argv)
-    for name in ('ade_train', 'ade_val', 'coco_train', 'coco_val'):
+    if len(args.texture_angles) > len(TEXTURE_CLASSES):
+        parser.error(f'--texture-angles takes at most {len(TEXTURE_CLASSES)} orientations, got '
+                     f'{len(args.texture_angles)}')
+    if args.texture_noise < 0:
+        parser.error(f'--texture-noise must be >= 0, got {args.texture_noise}')
+    for name in ('ade_train', 'ade_val', 'coco_train', 'coco_val', 'texture_train', 'texture_val'):
         if getattr(args, name) < 1:
             parser.error(f'--{name.replace("_", "-")} must be at least 1, got {getattr(args, name)}')
-    for name in ('ade_size', 'coco_size'):
+    for name in ('ade_size', 'coco_size', 'texture_size'):
         if min(getattr(args, name)) < 32:
             parser.error(f'--{name.replace("_", "-")} must be at least 32 32, got '
                          f'{" ".join(map(str, getattr(args, name)))}')
@@ -324,6 +467,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         write_coco(coco_root, dict(train2017=args.coco_train, val2017=args.coco_val),
                    *args.coco_size, seed=args.seed, colour_cue=not args.shape_only)
         print(f'COCO-style data: {args.coco_train} + {args.coco_val} images in {coco_root}')
+    if args.which == 'textures':
+        texture_root = out / 'textures' / 'ADEChallengeData2016'
+        write_textures(texture_root, dict(training=args.texture_train, validation=args.texture_val),
+                       *args.texture_size, seed=args.seed, orientations_deg=args.texture_angles,
+                       noise=args.texture_noise)
+        print(f'oriented-texture data ({", ".join(f"{a:g}" for a in args.texture_angles)} degrees): '
+              f'{args.texture_train} + {args.texture_val} images in {texture_root}')
 
 
 if __name__ == '__main__':
