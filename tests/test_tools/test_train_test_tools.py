@@ -147,11 +147,8 @@ def test_seg_test_writes_metrics_predictions_and_paintings(seg_run: Path, worksp
 
 
 def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
-    """.dev_scripts/summarize_downstream.py on the folders and logs that train.py and test.py wrote."""
-    spec = importlib.util.spec_from_file_location('summarize_downstream',
-                                                  REPO / '.dev_scripts' / 'summarize_downstream.py')
-    summary_tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summary_tool)
+    """mmo1d.benchmark.downstream_runs on the folders and logs that train.py and test.py wrote."""
+    from mmo1d.benchmark import downstream_runs as summary_tool
     out = workspace / 'downstream'
     work = out / 'work' / 'cpu-check' / 'seg-demo-1d'
     work.mkdir(parents=True)
