@@ -103,3 +103,21 @@ def test_summarize_without_runs_says_what_to_do(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert 'without --summarize first' in proc.stderr
     assert not (tmp_path / 's.json').exists()
+
+
+@pytest.mark.parametrize('reference', [False, True])
+def test_a_run_writes_under_the_work_dir_unless_asked_for_the_reference_files(tmp_path: Path, reference: bool) -> None:
+    work_dir = tmp_path / 'work'
+    # OUT and FIGURE empty: as if unset, whatever the calling environment holds.
+    proc = _script(['--dry-run'] + (['--reference'] if reference else []),
+                   dict(WORK_DIR=str(work_dir), DEMO_DIR=str(tmp_path / 'data'), OUT='', FIGURE=''))
+    assert proc.returncode == 0, proc.stderr
+    visualize = _commands(proc.stdout)[-1]
+    figure = visualize[visualize.index('--out') + 1]
+    summary = proc.stdout.splitlines()[-1]
+    if reference:
+        assert figure == 'docs/figures/learned_angles_demo'
+        assert summary == 'would write benchmarks/results/learnable/demo_angles.json'
+    else:
+        assert figure == str(work_dir / 'learned_angles_demo')
+        assert summary == f'would write {work_dir / "demo_angles.json"}'

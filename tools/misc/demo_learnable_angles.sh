@@ -8,26 +8,29 @@
 # Prints a table of mIoU / mAcc / aAcc, draws the learned angles (visualize_angles.py on the last
 # checkpoint of the learnable run) and writes a JSON summary. Run from the repository root with the
 # environment active:
-#   bash tools/misc/demo_learnable_angles.sh [--out JSON] [--figure PREFIX] [--dry-run | --summarize]
-#     --out        summary JSON (default $OUT, else benchmarks/results/learnable/demo_angles.json)
+#   bash tools/misc/demo_learnable_angles.sh [--out JSON] [--figure PREFIX] [--reference] [--dry-run | --summarize]
+#     --out        summary JSON (default $OUT, else WORK_DIR/demo_angles.json)
 #     --figure     angles figure, writes PREFIX.png and PREFIX.json
-#                  (default $FIGURE, else docs/figures/learned_angles_demo)
+#                  (default $FIGURE, else WORK_DIR/learned_angles_demo)
+#     --reference  write the committed reference files instead: benchmarks/results/learnable/demo_angles.json
+#                  and docs/figures/learned_angles_demo.{png,json} (also REFERENCE=1)
 #     --dry-run    print the commands without running them
 #     --summarize  train nothing: print the table and write the JSON from the runs in WORK_DIR
 # Environment: DEMO_DIR (data, default data/demo), WORK_DIR (default work_dirs/demo_angles),
 # SEED (default 0, the configs' own), OMP_NUM_THREADS (default 1), PYTHON.
+# Everything a run writes stays under WORK_DIR unless --out, --figure or --reference say otherwise.
 set -euo pipefail
 PYTHON=${PYTHON:-$(command -v python || command -v python3 || echo python)}
 
 # usage [STATUS]: the options of the header above, on stderr; exits with STATUS (default 2).
-usage() { sed -n '11,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
-OUT=${OUT:-benchmarks/results/learnable/demo_angles.json}
-FIGURE=${FIGURE:-docs/figures/learned_angles_demo}
+usage() { sed -n '11,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit "${1:-2}"; }
+REFERENCE=${REFERENCE:-0}
 MODE=run
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
         --figure) [ $# -ge 2 ] || usage; FIGURE=$2; shift 2 ;;
+        --reference) REFERENCE=1; shift ;;
         --dry-run) MODE=dry-run; shift ;;
         --summarize) MODE=summarize; shift ;;
         -h|--help) usage 0 ;;
@@ -40,6 +43,13 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 DEMO_DIR=${DEMO_DIR:-data/demo}
 WORK_DIR=${WORK_DIR:-work_dirs/demo_angles}
 SEED=${SEED:-0}
+if [ "$REFERENCE" = 1 ]; then
+    OUT=${OUT:-benchmarks/results/learnable/demo_angles.json}
+    FIGURE=${FIGURE:-docs/figures/learned_angles_demo}
+else
+    OUT=${OUT:-$WORK_DIR/demo_angles.json}
+    FIGURE=${FIGURE:-$WORK_DIR/learned_angles_demo}
+fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 
