@@ -1,11 +1,20 @@
-"""What the benchmark and profiling scripts of ``tools/analysis_tools`` share.
+"""What the benchmark and profiling tools of ``tools/analysis_tools`` share. Import the submodules by name.
 
-:mod:`mmo1d.benchmark.timing` (torch only): CUDA-event timing in interleaved rounds, peak memory,
-copy bandwidth, a step captured in a CUDA graph, and the environment record of a results file.
-:mod:`mmo1d.benchmark.kernels` (torch only): the GPU kernel time of a step from ``torch.profiler``.
-:mod:`mmo1d.benchmark.classifiers` (mmengine): the classifiers of ``configs/mmpretrain`` built from
-their configs.
-:mod:`mmo1d.benchmark.downstream_configs` (mmengine): the stock and our downstream configs, resolved
-and pointed at the demo data; :mod:`mmo1d.benchmark.downstream`: their training iterations timed
-with mmengine's Runner. Import the submodules by name.
+Timing (torch only): :mod:`~mmo1d.benchmark.timing` (every timing loop: CUDA events, wall clock, host time
+per call, interleaved rounds, peak memory, copy bandwidth, CUDA graphs; the environment record of a results
+file), :mod:`~mmo1d.benchmark.kernels` (GPU kernel time of a step from ``torch.profiler``).
+
+The op benchmark (``benchmark_op.py``, torch only): :mod:`~mmo1d.benchmark.op_inputs` (tensors, angles,
+timed steps), :mod:`~mmo1d.benchmark.op_baselines` with :mod:`~mmo1d.benchmark.op_tables` and
+:mod:`~mmo1d.benchmark.cpu_tables` (against PyTorch's convolutions, GPU and CPU),
+:mod:`~mmo1d.benchmark.op_interp` (roundings against truncation), :mod:`~mmo1d.benchmark.op_passes` (each
+pass alone), :mod:`~mmo1d.benchmark.op_host` (host time per call), :mod:`~mmo1d.benchmark.op_builds` (two
+builds alternated).
+
+Profiling (``profile_model.py``): :mod:`~mmo1d.benchmark.backbones` (the T backbones at detection sizes),
+:mod:`~mmo1d.benchmark.sass_regions` (an ncu SASS page by region).
+
+Models (mmengine): :mod:`~mmo1d.benchmark.classifiers` (the classifiers of ``configs/mmpretrain``), and the
+modules of the downstream and scaling runs (:mod:`~mmo1d.benchmark.downstream_configs` and the others named
+``downstream*``).
 """

@@ -1,9 +1,10 @@
-"""Timing of GPU cases and the environment record of a benchmark's results.
+"""Timing loops of the benchmarks and the environment record of their results.
 
-Times come from CUDA events around each call after a warm-up; the cases of one group run in
-interleaved rounds so that a slow spell of a shared GPU does not fall on one case. A step can also
-be captured in a CUDA graph (:func:`capture_cuda_graph`) and its replays timed, without the host's
-launch overhead.
+GPU times come from CUDA events around each call after a warm-up (:func:`time_samples`), CPU times
+from the wall clock (:func:`cpu_samples`); the cases of one group run in interleaved rounds
+(:func:`measure_cases`) so that a slow spell of a shared machine does not fall on one case. A step
+can also be captured in a CUDA graph (:func:`capture_cuda_graph`) and its replays timed, without the
+host's launch overhead; :func:`host_us_per_call` times the host's side of a call alone.
 """
 import datetime
 import math
@@ -13,6 +14,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -32,6 +34,39 @@ def time_samples(fn: Callable[[int], None], repeats: int, warmup: int) -> List[f
         end.synchronize()
         times.append(start.elapsed_time(end))
     return times
+
+
+def cpu_samples(fn: Callable[[int], None], repeats: int, warmup: int) -> List[float]:
+    """Times of ``repeats`` calls of ``fn(i)`` in milliseconds, measured with the wall clock."""
+    for i in range(warmup):
+        fn(i)
+    times = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def host_us_per_call(fn: Callable[[], None], calls: int, rounds: int, warmup: int = 20,
+                     sync: Callable[[], None] = lambda: None) -> List[float]:
+    """Host microseconds per call of ``fn`` in each of ``rounds`` rounds.
+
+    A round issues ``calls`` calls back to back without waiting for the device, then ``sync()``
+    (e.g. ``torch.cuda.synchronize``) outside the timed span: on a GPU whose kernels keep up, the
+    time is what the CPU takes to issue a call, the bound of host-limited training steps.
+    """
+    for _ in range(warmup):
+        fn()
+    sync()
+    out = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - start) / calls * 1e6)
+        sync()
+    return out
 
 
 def time_ms(fn: Callable[[int], None], repeats: int, warmup: int) -> float:
@@ -185,13 +220,27 @@ def command_line() -> str:
     return 'python ' + shlex.join([osp.relpath(sys.argv[0])] + sys.argv[1:])
 
 
+def git_commit(root: Optional[str] = None) -> str:
+    """The short commit of the source tree at ``root`` (default: the one holding this package), with
+    ``+dirty`` when tracked files under ``csrc/`` differ from it; ``'unknown'`` outside a checkout."""
+    root = root or osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+    try:
+        sha = subprocess.run(['git', '-C', root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(['git', '-C', root, 'diff', '--quiet', 'HEAD', '--', 'csrc'], capture_output=True,
+                               check=False).returncode
+        return sha + ('+dirty' if dirty else '')
+    except (OSError, subprocess.CalledProcessError):
+        return 'unknown'
+
+
 def utc_now() -> str:
     """The current time, ``YYYY-MM-DD HH:MM UTC``."""
     return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
 
 
 def gpu_env() -> Dict:
-    """GPU, driver, library versions, date and command of a GPU benchmark (GPU 0)."""
+    """GPU, driver, library versions, commit, date and command of a GPU benchmark (GPU 0)."""
     props = torch.cuda.get_device_properties(0)
     return {
         'gpu': props.name,
@@ -201,6 +250,18 @@ def gpu_env() -> Dict:
         'cuda': torch.version.cuda,
         'cudnn': torch.backends.cudnn.version(),
         'python': platform.python_version(),
+        'commit': git_commit(),
         'date': utc_now(),
         'command': command_line(),
     }
+
+
+def device_env(device: str) -> Dict:
+    """:func:`gpu_env` on ``'cuda'``; on the CPU the same keys, with ``gpu`` ``'cpu'`` (as the model
+    benchmark's CPU runs name it) and the CPU model and thread count."""
+    if device == 'cuda':
+        return gpu_env()
+    return {'gpu': 'cpu', 'cpu': cpu_model(), 'threads': torch.get_num_threads(), 'driver': None,
+            'torch': torch.__version__, 'cuda': torch.version.cuda, 'cudnn': None,
+            'python': platform.python_version(), 'commit': git_commit(), 'date': utc_now(),
+            'command': command_line()}

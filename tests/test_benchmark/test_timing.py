@@ -100,3 +100,21 @@ def test_failed_capture_raises_and_restores_the_stream():
     assert torch.equal(out, torch.full_like(x, 3.0))
     del graph
     torch.cuda.empty_cache()
+
+
+def test_cpu_samples_and_host_time_call_as_told(monkeypatch):
+    calls = []
+    times = iter(range(0, 1000, 2))  # every perf_counter reading 2 s after the last
+    monkeypatch.setattr(timing.time, 'perf_counter', lambda: next(times))
+    assert timing.cpu_samples(calls.append, repeats=3, warmup=2) == [2000.0] * 3
+    assert calls == [0, 1, 0, 1, 2]
+    synced = []
+    us = timing.host_us_per_call(lambda: calls.append('c'), calls=4, rounds=2, warmup=1, sync=lambda: synced.append(1))
+    assert us == [2 / 4 * 1e6] * 2 and calls.count('c') == 1 + 2 * 4 and len(synced) == 3
+
+
+def test_git_commit_and_cpu_env(tmp_path):
+    assert timing.git_commit(str(tmp_path)) == 'unknown'
+    env = timing.device_env('cpu')
+    assert env['gpu'] == 'cpu' and env['driver'] is None and env['threads'] == torch.get_num_threads()
+    assert env['command'].startswith('python ')

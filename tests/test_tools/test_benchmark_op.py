@@ -1,90 +1,150 @@
-"""tools/analysis_tools/benchmark_op.py: the summary's ratios, the README table, float16 next to bfloat16 in
-the tables and the figure, the message without a GPU."""
+"""tools/analysis_tools/benchmark_op.py: what each option combination measures and its defaults, the errors for
+options that do not fit, the CPU paths end to end (a run per label, per rounding, per pass, host time, the runs of
+--ab), the message without a GPU and the files of a GPU run."""
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'benchmark_op.py'
 _spec = importlib.util.spec_from_file_location('benchmark_op', TOOL)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-
-def _record(impl, ms, angle=None, pass_='fwd', peak=100, dtype='bfloat16'):
-    return dict(impl=impl, dtype=dtype, layout='channels_last', H=56, K=31, angle_deg=angle,
-                **{'pass': pass_}, ms=ms, peak_mem_bytes=peak)
+TINY = ['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '--kernel-sizes', '3', '5',
+        '--threads', '1', '--repeats', '2', '--rounds', '2', '--warmup', '0']
 
 
-def _env():
-    return {'gpu': 'Test GPU', 'batch': 64, 'channels': 512, 'rounds': 3, 'repeats': 51,
-            'copy_bandwidth_GBps': 3000.0, 'torch': 'x', 'cuda': 'x', 'cudnn': 1, 'driver': 'x',
-            'date': 'x', 'command': 'python tools/analysis_tools/benchmark_op.py --dtypes float16'}
+@pytest.mark.parametrize('argv, kind', [
+    ([], 'gpu'), (['--device', 'cpu'], 'cpu'), (['--rounding', 'bilinear', 'gaussian'], 'interp'),
+    (['--rounding', 'floor', '--device', 'cpu'], 'interp'), (['--passes', 'fwd', 'bwd_weight'], 'passes'),
+    (['--host-time', '--rounding', 'bilinear'], 'host'), (['--passes', 'fwdbwd'], 'gpu')])
+def test_options_select_the_measurement(argv, kind):
+    assert bench.parse_args(argv).measurement == kind
 
 
-def test_readme_table_uses_the_slowest_angle(tmp_path):
-    records = [_record('torch_horizontal', 2.0), _record('torch_2d_7x7', 0.8), _record('masked_2d', 90.0)]
-    records += [_record('mmo1d', 0.5 + 0.05 * i, angle=22.5 * i) for i in range(8)]
-    records.append(_record('mmo1d', 0.6, angle='mixed8'))
-    result = {'env': _env(), 'records': records}
-    path = tmp_path / 'r.json'
-    path.write_text(json.dumps(result))
-    table = bench.readme_table(json.loads(path.read_text()))
-    slowest = 0.5 + 0.05 * 7
-    assert f'| {slowest:.2f} | 2.00 ({slowest / 2.0:.2f}x) | 0.80 ({slowest / 0.8:.2f}x) |' in table
-    summary = bench.summarize(result)
-    assert 'median of 51 repeats in 3 interleaved rounds' in summary
-    assert f'{slowest / 0.5:.2f}' in summary  # spread: slowest / fastest angle
+def test_defaults_of_each_measurement():
+    gpu = bench.parse_args([])
+    assert (gpu.batch, gpu.channels, gpu.sizes, gpu.kernel_sizes, gpu.repeats, gpu.rounds) == (
+        64, 512, [14, 28, 56], [7, 15, 31], 51, 3)
+    assert gpu.configs == [('float32', 'nchw'), ('bfloat16', 'channels_last'), ('float16', 'channels_last')]
+    assert gpu.angles == [22.5 * i for i in range(8)] + ['mixed8'] and gpu.passes == ['fwd', 'fwdbwd']
+    cpu = bench.parse_args(['--device', 'cpu'])
+    assert (cpu.batch, cpu.channels, cpu.sizes, cpu.configs) == (8, 96, [56], [('float32', 'nchw'),
+                                                                               ('float32', 'channels_last')])
+    assert cpu.angles == [0.0, 22.5, 45.0, 90.0, 'mixed8'] and cpu.out_dir == 'benchmarks/results'
+    interp = bench.parse_args(['--rounding', 'bilinear', 'gaussian'])
+    assert (interp.channels, interp.sizes, interp.kernel_sizes, interp.repeats, interp.rounds) == (None, [56], [31],
+                                                                                                   30, 6)
+    assert interp.angle_jitter == 0.05 and interp.out_dir == 'benchmarks/results/learnable'
+    passes = bench.parse_args(['--passes', 'fwd', 'bwd_input', 'bwd_weight', '--layouts', 'channels_last',
+                               '--angles', '0', 'mixed8'])
+    assert passes.angle_jitter == 0.0 and passes.angles == [0.0, 'mixed8']
+    assert passes.configs == [('bfloat16', 'channels_last'), ('float16', 'channels_last'),
+                              ('float32', 'channels_last')]
+    host = bench.parse_args(['--host-time'])
+    assert (host.batch, host.channels, host.configs, host.repeats, host.rounds) == (
+        2, 96, [('bfloat16', 'channels_last')], 300, 7)
 
 
-def test_float16_is_benchmarked_like_bfloat16(tmp_path):
-    assert bench.CONFIGS['float16'] == (bench.torch.float16, 'channels_last')
-    assert bench.parse_args([]).dtypes == ['float32', 'bfloat16', 'float16']
-    records = []
-    for dtype, ms in (('bfloat16', 1.0), ('float16', 0.8)):
-        for pass_, scale in (('fwd', 1.0), ('fwdbwd', 3.0)):
-            records += [_record('torch_horizontal', 2.0 * scale, pass_=pass_, dtype=dtype),
-                        _record('torch_2d_7x7', 0.5 * scale, pass_=pass_, dtype=dtype),
-                        _record('mmo1d', ms * scale, angle='mixed8', pass_=pass_, dtype=dtype)]
-            records += [_record('mmo1d', ms * scale, angle=22.5 * i, pass_=pass_, dtype=dtype) for i in range(8)]
-    result = {'env': _env(), 'records': records}
-    summary = bench.summarize(result)
-    assert '## float16, channels_last, forward\n' in summary
-    assert '## float16, channels_last, forward + backward\n' in summary
-    assert 'Command: `python tools/analysis_tools/benchmark_op.py --dtypes float16`' in summary
-    # Roofline of 2-byte elements: x and y of N*C*H*H halves over the slowest angle's time.
-    roof = 100 * 2 * 64 * 512 * 56 * 56 * 2 / 0.8e-3 / 3000e9
-    fp16_fwd = summary.split('## float16, channels_last, forward\n')[1].split('\n\n')[0].strip().splitlines()[2]
-    assert fp16_fwd.startswith('| 56 | 31 | 0.800 |') and f'| {roof:.0f}% |' in fp16_fwd
-    table = bench.readme_table(result)
-    assert '| float16, channels_last | fwd | 56 | 0.80 | 2.00 (0.40x) | 0.50 (1.60x) |' in table
-    assert '| float16, channels_last | fwdbwd | 56 | 2.40 | 6.00 (0.40x) | 1.50 (1.60x) |' in table
-    fig = bench.plot_op_benchmark(result, str(tmp_path / 'op.png'))
-    assert [ax.get_title() for ax in fig.axes] == [
-        f'{dtype} channels_last, {name}, H=56' for dtype in ('bfloat16', 'float16')
-        for name in ('forward', 'forward + backward')]
+@pytest.mark.parametrize('argv, message', [
+    (['--device', 'cpu', '--sizes', '9', '14'], 'one --sizes and one --dtypes'),
+    (['--rounding', 'bilinear', '--kernel-sizes', '7', '31'], 'one --sizes and one --kernel-sizes'),
+    (['--host-time', '--passes', 'bwd_input'], 'host measurements take fwd and fwdbwd'),
+    (['--angles', '0', '45'], "must include 'mixed8'"),
+    (['--angles', 'diagonal'], "an angle is degrees or 'mixed8'"),
+    (['--ab', 'old', '--records-out', 'x.json'], 'leave out --records-out'),
+    (['--rounds', '0'], 'must be >= 1'),
+])
+def test_options_that_do_not_fit(argv, message, capsys):
+    with pytest.raises(SystemExit) as err:
+        bench.parse_args(argv)
+    assert err.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_no_gpu_message():
-    if bench.torch.cuda.is_available():
+def test_no_gpu_message(tmp_path):
+    if torch.cuda.is_available():
         pytest.skip('a GPU is present')
-    proc = subprocess.run([sys.executable, str(TOOL), '--sizes', '14'], capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    assert 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
+    for argv in ([], ['--rounding', 'gaussian'], ['--passes', 'bwd_input'], ['--host-time'], ['--ab', 'old']):
+        with pytest.raises(SystemExit, match='no CUDA device'):
+            bench.main(argv + ['--out-dir', str(tmp_path)])
+
+
+def test_cpu_runs_per_label_and_ratios(tmp_path):
+    for label in ('before', 'after', 'before'):
+        bench.main(TINY + ['--label', label, '--out-dir', str(tmp_path)])
+    (json_path, ) = tmp_path.glob('cpu_op_*.json')
+    runs = json.loads(json_path.read_text())['runs']
+    assert list(runs) == ['after', 'before']  # the repeated label replaced its run and moved last
+    angles = [0.0, 22.5, 45.0, 90.0]
+    for run in runs.values():
+        keys = sorted((r['impl'], r['layout'], r['K'], r['pass'], str(r['angle_deg'])) for r in run['records'])
+        impls = [('torch_horizontal', None)] + [('mmo1d', a) for a in angles + ['mixed8']]
+        assert keys == sorted((impl, layout, k, pas, str(a)) for layout in ('nchw', 'channels_last') for k in (3, 5)
+                              for pas in ('fwd', 'fwdbwd') for impl, a in impls)
+        assert all(r['ms'] > 0 for r in run['records'])
+        assert run['env']['threads'] == 1 and run['env']['channels'] == 16 and run['env']['repeats'] == 2
+    md = json_path.with_suffix('.md').read_text()
+    assert '## Change: after -> before' in md and md.index('## after') < md.index('## before')
+    recs = runs['before']['records']
+    section = md[md.index('## before'):]
+    for layout in ('nchw', 'channels_last'):
+        for pas in ('fwd', 'fwdbwd'):
+            for k in (3, 5):
+                ours = {r['angle_deg']: r['ms'] for r in recs
+                        if (r['impl'], r['layout'], r['pass'], r['K']) == ('mmo1d', layout, pas, k)}
+                ref = next(r['ms'] for r in recs
+                           if (r['impl'], r['layout'], r['pass'], r['K']) == ('torch_horizontal', layout, pas, k))
+                row = next(line for line in section.splitlines() if line.startswith(f'| {layout} | {pas} | {k} |'))
+                cells = row.strip('| ').split(' | ')
+                assert float(cells[-2].rstrip('x')) == pytest.approx(max(ours[a] for a in angles) / ref, abs=0.006)
+                assert float(cells[-1].rstrip('x')) == pytest.approx(ours['mixed8'] / ref, abs=0.006)
+
+
+@pytest.mark.parametrize('extra, stem, impls', [
+    (['--rounding', 'gaussian', '--kernel-sizes', '5'], 'interp_speed', {'trunc', 'gaussian'}),
+    (['--passes', 'bwd_weight', '--rounding', 'trunc', 'bilinear'], 'op_passes_cpu', {'mmo1d'}),
+    (['--host-time', '--kernel-sizes', '5', '--repeats', '3'], 'host_time_cpu',
+     {'conv2d_1xK', 'conv2d_7x7', 'mmo1d', 'empty_like'}),
+])
+def test_each_measurement_writes_its_files(extra, stem, impls, tmp_path):
+    bench.main(['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '--threads', '1', '--repeats',
+                '2', '--rounds', '1', '--warmup', '0', '--dtypes', 'float32', '--out-dir', str(tmp_path)] + extra)
+    result = json.loads((tmp_path / f'{stem}.json').read_text())
+    assert {r['impl'] for r in result['records']} == impls
+    assert (tmp_path / f'{stem}.md').read_text().startswith('# ')
+    assert result['env']['gpu'] == 'cpu' and 'benchmark_op.py' in result['env']['command']
+
+
+def test_records_out_holds_what_ab_pairs(tmp_path):
+    out = tmp_path / 'r.json'
+    bench.main(TINY + ['--passes', 'fwd', 'bwd_input', '--dtypes', 'float32', '--records-out', str(out)])
+    result = json.loads(out.read_text())
+    assert sorted(result) == ['env', 'records'] and not list(tmp_path.glob('op_passes*'))
+    assert [(r['K'], r['pass']) for r in result['records']] == [(3, 'fwd'), (3, 'bwd_input'), (5, 'fwd'),
+                                                                 (5, 'bwd_input')]
+
+
+def test_ab_needs_a_built_tree(tmp_path):
+    with pytest.raises(SystemExit, match='not an mmo1d source tree'):
+        bench.main(TINY + ['--ab', str(tmp_path), '--out-dir', str(tmp_path / 'o')])
 
 
 def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
     """The output folder is made before the timed run (a missing one used to fail after it)."""
     out = tmp_path / 'new' / 'dir'
-    records = [_record('torch_horizontal', 2.0), _record('torch_2d_7x7', 0.8)]
-    records += [_record('mmo1d', 0.5, angle=22.5 * i) for i in range(8)] + [_record('mmo1d', 0.6, angle='mixed8')]
+    records = [dict(impl=impl, dtype='bfloat16', layout='nchw' if impl == 'torch_horizontal' else 'channels_last',
+                    H=56, K=31, angle_deg=a, ms=ms, peak_mem_bytes=100, **{'pass': 'fwd'})
+               for impl, a, ms in [('torch_horizontal', None, 2.0), ('torch_2d_7x7', None, 0.8)]
+               + [('mmo1d', 22.5 * i, 0.5) for i in range(8)] + [('mmo1d', 'mixed8', 0.6)]]
+    env = {'gpu': 'Test GPU', 'batch': 64, 'channels': 512, 'rounds': 3, 'repeats': 51, 'copy_bandwidth_GBps': 3000.0,
+           'torch': 'x', 'cuda': 'x', 'cudnn': 1, 'driver': 'x', 'date': 'x', 'command': 'python x'}
 
     def fake_run(args):
         assert out.is_dir()
-        return {'env': _env(), 'records': records}
+        return {'env': env, 'records': records}
 
     monkeypatch.setattr(bench, 'run', fake_run)
     bench.main(['--out-dir', str(out)])

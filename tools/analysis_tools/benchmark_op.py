@@ -1,247 +1,255 @@
-"""Benchmark the oriented depthwise 1D convolution against PyTorch baselines on a CUDA GPU.
+"""Benchmark the oriented depthwise 1D convolution: against PyTorch, per rounding, per pass, host time,
+and two builds against each other.
 
-Times (CUDA events, warm-up, median of repeats, all in one process; the cases of one dtype, size, pass and
-kernel size run in interleaved rounds):
+What is measured follows from the options (each in one process, CUDA events or the wall clock around
+each call after a warm-up, the cases of a group in interleaved rounds, median reported):
 
-* ``mmo1d`` at every angle 0, 22.5, ..., 157.5 degrees and the 8-direction layout of the models;
-* ``torch_horizontal``: PyTorch's depthwise ``conv2d`` with a (1, K) kernel, NCHW, same dtype;
-* ``torch_2d_7x7``: PyTorch's depthwise 7x7 ``conv2d`` in the same dtype and layout (ConvNeXt);
-* ``masked_2d``: a KxK depthwise ``conv2d`` whose kernel is zero off the oriented lines, same dtype and layout;
+* default: the op at every angle 0, 22.5, ..., 157.5 degrees and in the models' 8-direction layout
+  against PyTorch's depthwise 1xK, 7x7 and masked KxK ``conv2d``, fp32 NCHW, bf16 and fp16
+  channels_last, forward and forward+backward, with peak memory and the copy bandwidth (roofline).
+  Writes ``<out-dir>/<gpu>.json``, ``.md`` and the figure ``.png`` (:mod:`mmo1d.benchmark.op_baselines`).
+* ``--device cpu``: the CPU kernels against PyTorch's depthwise 1xK ``conv2d``, NCHW and
+  channels_last; each run is kept under ``--label`` in ``<out-dir>/cpu_op_<cpu>.json`` and ``.md``.
+* ``--rounding bilinear gaussian`` (or ``floor``): each rounding against truncation on the same
+  tensors and angles (learnable angles for the interpolations), with the ratios and their targets;
+  ``<out-dir>/interp_speed.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_interp`).
+* ``--passes`` naming ``bwd_input`` or ``bwd_weight``: each pass of the op alone per rounding, with
+  its kernel path; ``<out-dir>/op_passes_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_passes`).
+* ``--host-time``: host microseconds per call against ``torch.conv2d`` on a small tensor;
+  ``<out-dir>/host_time_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_host`).
+* ``--ab OLD_TREE`` with any of the above: the same measurement of an earlier source tree's build
+  (built in place) and of this one, alternated ``--ab-rounds`` times in separate processes;
+  ``<out-dir>/ab_<measurement>_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_builds`).
 
-for fp32 NCHW, bf16 channels_last and fp16 channels_last (the dtype of mmdet's and mmseg's AMP
-configs: mmengine's ``AmpOptimWrapper`` autocasts to float16 by default), forward and
-forward+backward (input and weight gradients), plus the peak memory of each and the
-device-to-device copy bandwidth (memory roofline). Writes
-``<out-dir>/<gpu>.json``, ``<out-dir>/<gpu>.md`` and the figure ``<out-dir>/<gpu>.png`` (time per angle).
-
-Example::
+Examples::
 
     python tools/analysis_tools/benchmark_op.py --out-dir benchmarks/results
+    python tools/analysis_tools/benchmark_op.py --device cpu --label after
+    python tools/analysis_tools/benchmark_op.py --rounding bilinear gaussian --out-dir benchmarks/results/learnable
+    python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --rounding trunc bilinear gaussian
+    python tools/analysis_tools/benchmark_op.py --host-time --dtypes float32
+    python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --channels 384 --dtypes bfloat16 \\
+        --ab .old --out-dir OUT
 """
 import argparse
 import json
-import math
 import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional
+import sys
+import tempfile
+from typing import Dict, List, Optional
 
 import torch
-import torch.nn.functional as F
 
+import mmo1d
 from mmo1d.analysis.plots import plot_op_benchmark
-from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, tap_offsets
+from mmo1d.benchmark import cpu_tables, op_baselines, op_builds, op_host, op_interp, op_passes, op_tables
+from mmo1d.benchmark.op_inputs import DEFAULT_LAYOUT, DTYPES, LAYOUTS, MIXED, parse_angle
+from mmo1d.benchmark.timing import command_line
 from mmo1d.utils.quiet import quiet_upstream
 
-ANGLES = [22.5 * i for i in range(8)]
-CONFIGS = {'float32': (torch.float32, 'nchw'), 'bfloat16': (torch.bfloat16, 'channels_last'),
-           'float16': (torch.float16, 'channels_last')}
+ROUNDINGS = ('trunc', 'floor', 'bilinear', 'gaussian')
+PASSES = ('fwd', 'fwdbwd', 'bwd_input', 'bwd_weight')
+HALF_FIRST = ['bfloat16', 'float16', 'float32']
+#: Defaults of each measurement, where the option is not given.
+DEFAULTS = {
+    'gpu': dict(batch=64, channels=512, sizes=[14, 28, 56], kernel_sizes=[7, 15, 31],
+                dtypes=['float32', 'bfloat16', 'float16'], angles=op_baselines.GPU_ANGLES, repeats=51, rounds=3,
+                warmup=10, out_dir='benchmarks/results'),
+    'cpu': dict(batch=8, channels=96, sizes=[56], kernel_sizes=[7, 15, 31], dtypes=['float32'],
+                layouts=list(LAYOUTS), angles=op_baselines.CPU_ANGLES, repeats=21, rounds=3, warmup=3,
+                out_dir='benchmarks/results'),
+    'interp': dict(batch=64, channels=None, sizes=[56], kernel_sizes=[31], dtypes=['float32', 'bfloat16', 'float16'],
+                   angles=[MIXED], repeats=30, rounds=6, warmup=10, out_dir='benchmarks/results/learnable'),
+    'passes': dict(batch=64, channels=None, sizes=[56], kernel_sizes=[31], dtypes=HALF_FIRST, angles=[MIXED],
+                   repeats=40, rounds=4, warmup=3, out_dir='benchmarks/results'),
+    'host': dict(batch=2, channels=96, sizes=[56], kernel_sizes=[31], dtypes=['bfloat16'], angles=[MIXED],
+                 repeats=300, rounds=7, warmup=20, out_dir='benchmarks/results'),
+}
+
+
+def angle(text: str):
+    """:func:`mmo1d.benchmark.op_inputs.parse_angle`, its error shown by argparse."""
+    try:
+        return parse_angle(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--batch', type=int, default=64)
-    parser.add_argument('--channels', type=int, default=512)
-    parser.add_argument('--sizes', type=int, nargs='+', default=[14, 28, 56])
-    parser.add_argument('--kernel-sizes', type=int, nargs='+', default=[7, 15, 31])
-    parser.add_argument('--dtypes', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument('--repeats', type=int, default=51,
-                        help='timed repeats per case, spread over the rounds (median of all reported)')
-    parser.add_argument('--rounds', type=int, default=3,
-                        help='interleaved rounds: per round every case of a (dtype, size, pass, kernel size) '
-                        'group runs its share of the repeats, so that a slow spell of the GPU does not fall on '
-                        'one case')
-    parser.add_argument('--warmup', type=int, default=10, help='warm-up calls before a case first runs')
-    parser.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
-    parser.add_argument('--out-dir', default='benchmarks/results')
-    parser.add_argument('--readme-table', metavar='JSON',
-                        help='print the short README speed table of a results file and exit')
-    return parser.parse_args(argv)
+    """The options, with the defaults of the measurement they select filled in (:data:`DEFAULTS`)."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = parser.add_argument_group('what to measure')
+    what.add_argument('--device', default='cuda', choices=('cuda', 'cpu'))
+    what.add_argument('--rounding', nargs='+', default=['trunc'], choices=ROUNDINGS,
+                      help='roundings of the op; any but trunc alone compares each with truncation (default: trunc)')
+    what.add_argument('--passes', nargs='+', choices=PASSES,
+                      help='fwd and fwdbwd (forward + input and weight gradients) through autograd; bwd_input and '
+                      'bwd_weight time the compiled gradient ops alone (default: fwd fwdbwd)')
+    what.add_argument('--host-time', action='store_true', help='host microseconds per call instead of device time')
+    what.add_argument('--ab', metavar='OLD_TREE', help='also time the build of this source tree (extension built in '
+                      'place), alternating with this one in separate processes')
+    what.add_argument('--ab-rounds', type=int, default=3, help='alternations of the two builds (default: 3)')
+    cases = parser.add_argument_group('cases (defaults depend on what is measured)')
+    cases.add_argument('--batch', type=int)
+    cases.add_argument('--channels', type=int, help='default: 512, or 96 on the CPU and for host time; 512 for '
+                       'float32 and 384 for half precision per rounding and per pass')
+    cases.add_argument('--sizes', '--size', type=int, nargs='+', help='heights (= widths) of the input')
+    cases.add_argument('--kernel-sizes', '--kernel-size', type=int, nargs='+')
+    cases.add_argument('--dtypes', '--dtype', nargs='+', choices=list(DTYPES))
+    cases.add_argument('--layouts', nargs='+', choices=list(LAYOUTS),
+                       help='default: NCHW for float32 and float64, channels_last for half precision (both on the CPU)')
+    cases.add_argument('--angles', nargs='+', type=angle,
+                       help=f"degrees, or '{MIXED}' (the models' 8 directions)")
+    cases.add_argument('--angle-jitter', type=float, help="the 8 directions move by uniform(-jitter, jitter) rad "
+                       "(default: 0.05 with an interpolated rounding, else 0)")
+    cases.add_argument('--seed', type=int, default=0)
+    cases.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
+    timing = parser.add_argument_group('timing and output')
+    timing.add_argument('--repeats', type=int, help='timed calls per case over all rounds (host time: per round)')
+    timing.add_argument('--rounds', type=int, help='interleaved rounds per group of cases')
+    timing.add_argument('--warmup', type=int, help='untimed calls before a case first runs')
+    timing.add_argument('--threads', type=int, default=os.cpu_count(), help='torch threads on the CPU (default: all)')
+    timing.add_argument('--label', default='after', help='name of a CPU run in its results file')
+    timing.add_argument('--out-dir')
+    timing.add_argument('--readme-table', metavar='JSON', help='print the README speed table of a GPU results file')
+    timing.add_argument('--records-out', metavar='FILE', help='write only the environment and records to FILE (the '
+                        'runs of --ab)')
+    args = parser.parse_args(argv)
+    args.measurement = measurement(args)
+    for key, value in DEFAULTS[args.measurement].items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    args.passes = args.passes or ['fwd', 'fwdbwd']
+    if args.angle_jitter is None:
+        args.angle_jitter = 0.05 if set(args.rounding) & set(op_interp.INTERPOLATED) else 0.0
+    layouts = args.layouts
+    args.configs = [(d, layout) for d in args.dtypes for layout in (layouts or [DEFAULT_LAYOUT[d]])]
+    check(parser, args)
+    return args
 
 
-def masked_kernel(weight: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    """(C, 1, K, K) kernel equal to the oriented op: the taps scattered onto a KxK grid."""
-    c, k = weight.shape
-    dh, dw = tap_offsets(theta, k)
-    dense = torch.zeros(c, k, k, dtype=weight.dtype, device=weight.device)
-    rows = (dh + k // 2).to(weight.device)
-    cols = (dw + k // 2).to(weight.device)
-    dense.index_put_((torch.arange(c, device=weight.device)[:, None].expand(c, k), rows, cols), weight,
-                     accumulate=True)
-    return dense[:, None]
+def measurement(args: argparse.Namespace) -> str:
+    """What the options ask for: ``host``, ``passes``, ``interp``, ``cpu`` or ``gpu``."""
+    if args.host_time:
+        return 'host'
+    if set(args.passes or ()) & {'bwd_input', 'bwd_weight'}:
+        return 'passes'
+    if set(args.rounding) - {'trunc'}:
+        return 'interp'
+    return 'cpu' if args.device == 'cpu' else 'gpu'
 
 
-def make_step(conv: Callable, xs: List[torch.Tensor], weight: torch.Tensor, grads: List[torch.Tensor],
-              backward: bool) -> Callable[[int], None]:
-    def step(i: int) -> None:
-        x = xs[i % len(xs)]
-        out = conv(x, weight)
-        if backward:
-            torch.autograd.grad(out, (x, weight), grads[i % len(grads)])
-
-    return step
-
-
-def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
-    return {
-        **gpu_env(),
-        'batch': args.batch,
-        'channels': args.channels,
-        'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,
-        'rounds': args.rounds,
-        'copy_bandwidth_GBps': round(bandwidth, 1),
-    }
+def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Errors (exit status 2) for options that do not fit the measurement."""
+    kind = args.measurement
+    if kind == 'cpu' and (len(args.sizes) != 1 or len(args.dtypes) != 1):
+        parser.error('the CPU benchmark against PyTorch takes one --sizes and one --dtypes value')
+    if kind == 'interp' and (len(args.sizes) != 1 or len(args.kernel_sizes) != 1):
+        parser.error('--rounding other than trunc compares roundings at one --sizes and one --kernel-sizes value')
+    if kind in ('gpu', 'cpu', 'interp', 'host') and not set(args.passes) <= {'fwd', 'fwdbwd'}:
+        parser.error(f'--passes {" ".join(args.passes)}: {kind} measurements take fwd and fwdbwd')
+    if kind in ('gpu', 'cpu') and MIXED not in args.angles:
+        parser.error(f"--angles must include '{MIXED}' (the tables compare with the models' layout)")
+    if args.ab and (args.records_out or args.readme_table):
+        parser.error('--ab runs the measurement itself: leave out --records-out and --readme-table')
+    if min(args.repeats, args.rounds, args.ab_rounds) < 1 or args.warmup < 0:
+        parser.error('--repeats, --rounds and --ab-rounds must be >= 1 and --warmup >= 0')
 
 
 def run(args: argparse.Namespace) -> Dict:
-    if not torch.cuda.is_available():
-        raise SystemExit('no CUDA device: the op benchmark needs a CUDA GPU')
-    torch.backends.cudnn.benchmark = True
-    bandwidth = copy_bandwidth_gbps(args.repeats)
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    n, c = args.batch, args.channels
-    records = []
-
-    def measure(cases):
-        for rec in measure_cases(cases, args.repeats, args.rounds, args.warmup):
-            records.append(rec)
-            print(f"{rec['impl']:17s} {rec['dtype']:8s} {rec['layout']:13s} H={rec['H']:3d} K={rec['K']:2d} "
-                  f"angle={str(rec['angle_deg']):6s} {rec['pass']:6s} {rec['ms']:8.3f} ms  "
-                  f"peak {rec['peak_mem_bytes'] / 2**20:8.1f} MiB", flush=True)
-
-    def case(impl, dtype_name, layout, h, k, angle, backward, fn):
-        return dict(impl=impl, dtype=dtype_name, layout=layout, H=h, K=k, angle_deg=angle,
-                    **{'pass': 'fwdbwd' if backward else 'fwd'}), fn
-
-    for dtype_name in args.dtypes:
-        dtype, layout = CONFIGS[dtype_name]
-        fmt = torch.channels_last if layout == 'channels_last' else torch.contiguous_format
-        for h in args.sizes:
-            nbytes = n * c * h * h * torch.finfo(dtype).bits // 8
-            sets = max(1, min(8, math.ceil(3 * l2 / nbytes)))  # rotate inputs when they fit in L2
-            base = [torch.randn(n, c, h, h, device='cuda', dtype=dtype) for _ in range(sets)]
-            xs = [x.contiguous(memory_format=fmt).requires_grad_() for x in base]
-            xs_nchw = [x.contiguous().requires_grad_() for x in base]
-            grads = [torch.randn_like(x) for x in xs]
-            grads_nchw = [g.contiguous() for g in grads]
-            mixed = oriented_angles(c).cuda()
-            for backward in (False, True):
-                w7 = torch.randn(c, 1, 7, 7, device='cuda', dtype=dtype, requires_grad=True)
-                measure([case('torch_2d_7x7', dtype_name, layout, h, 7, None, backward,
-                              make_step(lambda x, w: F.conv2d(x, w, padding=3, groups=c), xs, w7, grads, backward))])
-                for k in args.kernel_sizes:
-                    weight = torch.randn(c, k, device='cuda', dtype=dtype, requires_grad=True)
-                    w_h = weight.detach()[:, None, None, :].clone().requires_grad_()
-                    cases = [case('torch_horizontal', dtype_name, 'nchw', h, k, None, backward,
-                                  make_step(lambda x, w, k=k: F.conv2d(x, w, padding=(0, k // 2), groups=c),
-                                            xs_nchw, w_h, grads_nchw, backward))]
-                    if not args.no_masked:
-                        w_m = masked_kernel(weight.detach(), mixed).requires_grad_()
-                        cases.append(case('masked_2d', dtype_name, layout, h, k, None, backward,
-                                          make_step(lambda x, w, k=k: F.conv2d(x, w, padding=k // 2, groups=c), xs,
-                                                    w_m, grads, backward)))
-                    for angle in ANGLES + ['mixed8']:
-                        theta = mixed if angle == 'mixed8' else torch.full((c,), math.radians(angle), device='cuda')
-                        cases.append(case('mmo1d', dtype_name, layout, h, k, angle, backward,
-                                          make_step(lambda x, w, t=theta: oriented_dwconv1d(x, w, t), xs, weight,
-                                                    grads, backward)))
-                    measure(cases)
-            del base, xs, xs_nchw, grads, grads_nchw
-            torch.cuda.empty_cache()
-    return {'env': env_info(args, bandwidth), 'records': records}
+    """The measurement of ``args`` on ``args.device``: ``{'env', 'records', ...}``."""
+    if args.device == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit('no CUDA device: this measurement needs a CUDA GPU (or --device cpu)')
+    if args.device == 'cpu':
+        torch.set_num_threads(args.threads)
+    runner = {'gpu': op_baselines.run_gpu, 'cpu': op_baselines.run_cpu, 'interp': op_interp.run,
+              'passes': op_passes.run, 'host': op_host.run}[args.measurement]
+    return runner(args)
 
 
-def summarize(result: Dict) -> str:
-    """Markdown tables: times, ratios to the baselines, angle spread, roofline, peak memory."""
-    env, recs = result['env'], result['records']
-    bw = env['copy_bandwidth_GBps']
-
-    def find(**kw):
-        return [r for r in recs if all(r[k] == v for k, v in kw.items())]
-
-    rounds = f" in {env['rounds']} interleaved rounds" if env.get('rounds', 1) > 1 else ''
-    lines = [f"# Oriented depthwise 1D convolution on {env['gpu']}", '',
-             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"{env['date']}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats"
-             f"{rounds}; "
-             f"copy bandwidth {bw} GB/s.", '', f"Command: `{env['command']}`", '',
-             'Times in ms. *any angle* = slowest of the 8 single-angle runs; ratios use it. '
-             '*horizontal* = PyTorch depthwise 1xK conv (NCHW, same dtype); *7x7* = PyTorch depthwise 7x7 '
-             '(same layout); *masked* = KxK depthwise conv zero off the lines; spread = slowest / fastest '
-             'angle; roofline = bytes of x and y / time / copy bandwidth (forward); memory = peak of mmo1d '
-             '(mixed8) / peak of horizontal.', '']
-    for dtype_name in CONFIGS:
-        layout = CONFIGS[dtype_name][1]
-        for pas in ('fwd', 'fwdbwd'):
-            rows = find(impl='mmo1d', dtype=dtype_name, **{'pass': pas})
-            if not rows:
-                continue
-            lines += [f'## {dtype_name}, {layout}, {"forward" if pas == "fwd" else "forward + backward"}', '',
-                      '| H | K | mmo1d any angle | mmo1d mixed8 | horizontal | 7x7 | masked | vs horizontal '
-                      '| vs 7x7 | spread | roofline | memory |',
-                      '|---|---|---|---|---|---|---|---|---|---|---|---|']
-            for h in sorted({r['H'] for r in rows}):
-                for k in sorted({r['K'] for r in rows}):
-                    angles = [r for r in rows if r['H'] == h and r['K'] == k and r['angle_deg'] != 'mixed8']
-                    if not angles:
-                        continue
-                    worst = max(r['ms'] for r in angles)
-                    best = min(r['ms'] for r in angles)
-                    mixed = find(impl='mmo1d', dtype=dtype_name, H=h, K=k, angle_deg='mixed8', **{'pass': pas})[0]
-                    hor = find(impl='torch_horizontal', dtype=dtype_name, H=h, K=k, **{'pass': pas})[0]
-                    d2 = find(impl='torch_2d_7x7', dtype=dtype_name, H=h, **{'pass': pas})[0]
-                    masked = find(impl='masked_2d', dtype=dtype_name, H=h, K=k, **{'pass': pas})
-                    elem = torch.finfo(CONFIGS[dtype_name][0]).bits // 8
-                    xy_bytes = 2 * env['batch'] * env['channels'] * h * h * elem
-                    roof = f"{100 * xy_bytes / (worst * 1e-3) / (bw * 1e9):.0f}%" if pas == 'fwd' else '-'
-                    lines.append(
-                        f"| {h} | {k} | {worst:.3f} | {mixed['ms']:.3f} | {hor['ms']:.3f} | {d2['ms']:.3f} | "
-                        f"{masked[0]['ms'] if masked else float('nan'):.3f} | {worst / hor['ms']:.2f}x | "
-                        f"{worst / d2['ms']:.2f}x | {worst / best:.2f} | {roof} | "
-                        f"{mixed['peak_mem_bytes'] / max(1, hor['peak_mem_bytes']):.2f}x |")
-            lines.append('')
-    return '\n'.join(lines)
+def device_name(env: Dict) -> str:
+    """The device of a results file's name: the GPU's name with spaces and slashes as ``_``."""
+    return env['gpu'].replace(' ', '_').replace('/', '_')
 
 
-def readme_table(result: Dict) -> str:
-    """Short table: mmo1d's slowest angle against the baselines at K=31, per size and pass."""
-    env, recs = result['env'], result['records']
-    lines = [f"{env['gpu']}, N={env['batch']}, C={env['channels']}, K=31, ms (ratio to the baseline):", '',
-             '| dtype, layout | pass | H | mmo1d, slowest angle | PyTorch 1x31 | PyTorch 7x7 |',
-             '|---|---|---|---|---|---|']
-    for dtype_name, (_, layout) in CONFIGS.items():
-        for pas in ('fwd', 'fwdbwd'):
-            for h in sorted({r['H'] for r in recs}):
-                sel = [r for r in recs if r['dtype'] == dtype_name and r['H'] == h and r['pass'] == pas]
-                ours = [r['ms'] for r in sel if r['impl'] == 'mmo1d' and r['K'] == 31 and r['angle_deg'] != 'mixed8']
-                hor = [r['ms'] for r in sel if r['impl'] == 'torch_horizontal' and r['K'] == 31]
-                d2 = [r['ms'] for r in sel if r['impl'] == 'torch_2d_7x7']
-                if not (ours and hor and d2):
-                    continue
-                worst = max(ours)
-                lines.append(f'| {dtype_name}, {layout} | {pas} | {h} | {worst:.2f} | {hor[0]:.2f} '
-                             f'({worst / hor[0]:.2f}x) | {d2[0]:.2f} ({worst / d2[0]:.2f}x) |')
-    return '\n'.join(lines)
+def write(args: argparse.Namespace, result: Dict) -> str:
+    """Write the results files of ``result`` to ``args.out_dir`` and return their markdown."""
+    kind, env = args.measurement, result['env']
+    if kind == 'cpu':
+        stem = osp.join(args.out_dir, cpu_tables.results_name(env['cpu']))
+        md = cpu_tables.summarize(cpu_tables.add_run(stem, args.label, result))
+        print(md)
+        print(f'wrote {stem}.json and .md')
+        return md
+    if kind == 'interp':
+        json_path, _ = op_interp.write_results(result, args.out_dir)
+        md = op_interp.summarize(result)
+        print(md)
+        print(f'wrote {json_path} and .md')
+        return md
+    summarize, stem = {'gpu': (op_tables.summarize, device_name(env)),
+                       'passes': (op_passes.summarize, f'op_passes_{device_name(env)}'),
+                       'host': (op_host.summarize, f'host_time_{device_name(env)}')}[kind]
+    stem = osp.join(args.out_dir, stem)
+    with open(stem + '.json', 'w') as f:
+        json.dump(result, f, indent=1)
+    md = summarize(result)
+    with open(stem + '.md', 'w') as f:
+        f.write(md + '\n')
+    if kind == 'gpu':
+        plot_op_benchmark(result, stem + '.png')
+    print(md)
+    print(f'wrote {stem}.json and .md')
+    return md
+
+
+def run_ab(args: argparse.Namespace, argv: List[str]) -> str:
+    """Alternate the build of ``args.ab`` and this one; write ``ab_<measurement>_<device>.json`` and ``.md``."""
+    if args.device == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit('no CUDA device: this measurement needs a CUDA GPU (or --device cpu)')
+    worker_argv = op_builds.strip_options(argv, {'--ab': 1, '--ab-rounds': 1, '--out-dir': 1})
+    new_root = osp.dirname(osp.dirname(osp.abspath(mmo1d.__file__)))
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            old_path = op_builds.overlay_package(args.ab, osp.join(new_root, 'mmo1d'), osp.join(tmp, 'old'))
+        except FileNotFoundError as err:
+            raise SystemExit(f'--ab {args.ab}: {err}') from None
+        env, records = op_builds.alternate(osp.abspath(__file__), worker_argv, {'old': old_path, 'new': new_root},
+                                           args.ab_rounds, tmp)
+    builds = {'old': {'path': args.ab, 'sources': op_builds.sources_fingerprint(args.ab)},
+              'new': {'path': osp.relpath(new_root), 'sources': op_builds.sources_fingerprint(new_root)}}
+    result = {'env': env, 'command': command_line(), 'measurement': args.measurement,
+              'alternations': args.ab_rounds, 'builds': builds, 'rows': op_builds.compare(records), 'records': records}
+    stem = osp.join(args.out_dir, f'ab_{args.measurement}_{device_name(env)}')
+    with open(stem + '.json', 'w') as f:
+        json.dump(result, f, indent=1)
+    md = op_builds.summarize(result)
+    with open(stem + '.md', 'w') as f:
+        f.write(md + '\n')
+    print(md)
+    print(f'wrote {stem}.json and .md')
+    return md
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     if args.readme_table:
         with open(args.readme_table) as f:
-            print(readme_table(json.load(f)))
+            print(op_tables.readme_table(json.load(f)))
+        return
+    if args.records_out:
+        result = run(args)
+        with open(args.records_out, 'w') as f:
+            json.dump({'env': result['env'], 'records': result['records']}, f)
         return
     os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
-    result = run(args)
-    name = result['env']['gpu'].replace(' ', '_').replace('/', '_')
-    json_path = osp.join(args.out_dir, f'{name}.json')
-    with open(json_path, 'w') as f:
-        json.dump(result, f, indent=1)
-    md = summarize(result)
-    with open(osp.join(args.out_dir, f'{name}.md'), 'w') as f:
-        f.write(md + '\n')
-    plot_op_benchmark(result, osp.join(args.out_dir, f'{name}.png'))
-    print(md)
-    print(f'wrote {json_path}, .md and .png')
+    if args.ab:
+        run_ab(args, argv)
+        return
+    write(args, run(args))
 
 
 if __name__ == '__main__':

@@ -1,46 +1,34 @@
-"""Benchmark the interpolated oriented lines (learnable angles) against truncation on a CUDA GPU.
+"""The interpolated oriented lines (learnable angles) against truncation, on the same tensors and angles.
 
-On the same tensors and angles, in one process (CUDA events, warm-up, median of repeats; the cases
-of one dtype run in interleaved rounds through ``mmo1d.benchmark.timing.measure_cases``):
+Implementations (torch only):
 
-* ``trunc``: rounding ``'trunc'``, angles without gradient (the released models);
-* ``bilinear``: rounding ``'bilinear'``, angles requiring a gradient (learnable);
-* ``gaussian``: rounding ``'gaussian'`` with sigma 0.5 and radius 1, angles requiring a gradient;
-* ``bilinear_fixed``: rounding ``'bilinear'``, angles without gradient;
+* ``trunc``: rounding ``'trunc'``, angles without gradient (the released models), the baseline;
+* each rounding asked for: ``floor`` with fixed angles, ``bilinear`` and ``gaussian`` (sigma 0.5,
+  radius 1) with angles requiring a gradient (learnable);
+* ``bilinear_fixed`` (with ``bilinear``): rounding ``'bilinear'``, angles without gradient;
 
-for float32 NCHW (C=512) and bfloat16 and float16 channels_last (C=384, the 4C width of the "++"
-blocks), N=64, 56x56, K=31, forward alone (autograd on, as in training) and forward+backward
-(gradients of x, weight, bias and, where it requires one, theta, against a fixed grad_output).
-The angles are the 8 directions of the models, ``oriented_angles(C)``, moved by a fixed uniform
-random amount (learned angles are not on the lattice); every implementation uses the same ones.
-Records the kernel path of each pass (``oriented_dwconv1d_path``), the peak memory of each case
-beyond what was allocated before, and the ratios to ``trunc`` with their targets. Writes
-``<out-dir>/interp_speed.json`` and ``<out-dir>/interp_speed.md``.
-
-Example::
-
-    python tools/analysis_tools/benchmark_interp.py --out-dir benchmarks/results
+forward alone (autograd on, as in training) and forward+backward (gradients of x, weight, bias and,
+where it requires one, theta, against a fixed grad_output). The angles are the 8 directions of the
+models moved by a fixed uniform random amount (learned angles are not on the lattice). Records the
+kernel path of each pass, the peak memory of each case beyond what was allocated before, and the
+ratios to ``trunc`` with their targets.
 """
 import argparse
 import json
 import math
 import os
 import os.path as osp
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases, peak_bytes, round_spread, time_samples
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
-from mmo1d.utils.quiet import quiet_upstream
+from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_path
 
-# dtype name -> (dtype, layout, default channels).
-CONFIGS = {'float32': (torch.float32, 'nchw', 512), 'bfloat16': (torch.bfloat16, 'channels_last', 384),
-           'float16': (torch.float16, 'channels_last', 384)}
-# implementation -> (rounding, whether theta requires a gradient); 'trunc' is the baseline.
-IMPLS = {'trunc': ('trunc', False), 'bilinear': ('bilinear', True), 'gaussian': ('gaussian', True),
-         'bilinear_fixed': ('bilinear', False)}
+from .op_inputs import DTYPES, LAYOUTS, perturbed_angles
+from .timing import copy_bandwidth_gbps, cpu_samples, device_env, measure_cases, peak_bytes, round_spread, time_samples
+
+INTERPOLATED = ('bilinear', 'gaussian')
 SIGMA, RADIUS = 0.5, 1.0
 PATH_PASSES = ('forward', 'backward_input', 'backward_weight')
 # Forward+backward time relative to trunc's, at most (learnable angles); peak memory likewise.
@@ -50,28 +38,21 @@ ANCHOR = ("The paper's bilinear kernel takes 2.1-2.25x the time of its round-dow
           '(an anchor from the paper, not measured here).')
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--batch', type=int, default=64)
-    parser.add_argument('--channels', type=int, help='channels of every dtype (default: 512 for float32, 384 for '
-                        'bfloat16 and float16)')
-    parser.add_argument('--size', type=int, default=56, help='height and width of the input')
-    parser.add_argument('--kernel-size', type=int, default=31)
-    parser.add_argument('--dtypes', nargs='+', default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument('--repeats', type=int, default=30, help='timed calls per case, spread over the rounds')
-    parser.add_argument('--rounds', type=int, default=6, help='interleaved rounds of the cases of one dtype')
-    parser.add_argument('--warmup', type=int, default=10, help='warm-up calls before a case first runs')
-    parser.add_argument('--angle-jitter', type=float, default=0.05,
-                        help='the angles move by uniform(-jitter, jitter) radians off the 8 directions')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--out-dir', default='benchmarks/results')
-    return parser.parse_args(argv)
+def default_channels(dtype_name: str) -> int:
+    """512 for float32 and float64 (the NCHW width benchmarked), 384 for half precision (the 4C width of
+    the "++" blocks)."""
+    return 512 if DTYPES[dtype_name].itemsize >= 4 else 384
 
 
-def perturbed_angles(channels: int, jitter: float, seed: int) -> Tensor:
-    """(C,) float32: ``oriented_angles(C)`` plus uniform(-jitter, jitter), the same for a given seed."""
-    g = torch.Generator().manual_seed(seed)
-    return oriented_angles(channels) + jitter * (2 * torch.rand(channels, generator=g) - 1)
+def implementations(roundings: Sequence[str]) -> Dict[str, Tuple[str, bool]]:
+    """implementation -> (rounding, whether theta requires a gradient): ``trunc`` first, then each
+    rounding asked for, then ``bilinear_fixed`` with ``bilinear``."""
+    impls = {'trunc': ('trunc', False)}
+    for rounding in roundings:
+        impls.setdefault(rounding, (rounding, rounding in INTERPOLATED))
+    if 'bilinear' in roundings:
+        impls['bilinear_fixed'] = ('bilinear', False)
+    return impls
 
 
 def make_step(rounding: str, x: Tensor, weight: Tensor, bias: Tensor, theta: Tensor, grad_out: Tensor,
@@ -86,11 +67,12 @@ def make_step(rounding: str, x: Tensor, weight: Tensor, bias: Tensor, theta: Ten
     return step
 
 
-def make_cases(dtype_name: str, args: argparse.Namespace, device: str) -> List[Tuple[Dict, Callable]]:
-    """The ``(record, step)`` cases of one dtype: every implementation and pass on the same tensors."""
-    dtype, layout, channels = CONFIGS[dtype_name]
-    c, h, k = args.channels or channels, args.size, args.kernel_size
-    fmt = torch.channels_last if layout == 'channels_last' else torch.contiguous_format
+def make_cases(dtype_name: str, layout: str, args: argparse.Namespace, device: str) -> List[Tuple[Dict, Callable]]:
+    """The ``(record, step)`` cases of one dtype and layout: every implementation and pass on the same
+    tensors."""
+    dtype = DTYPES[dtype_name]
+    c, (h, ), (k, ) = args.channels or default_channels(dtype_name), args.sizes, args.kernel_sizes
+    fmt = LAYOUTS[layout]
     g = torch.Generator(device=device).manual_seed(args.seed)
 
     def randn(*shape):
@@ -103,11 +85,11 @@ def make_cases(dtype_name: str, args: argparse.Namespace, device: str) -> List[T
     fixed = perturbed_angles(c, args.angle_jitter, args.seed).to(device)
     learnable = fixed.clone().requires_grad_()
     cases = []
-    for impl, (rounding, theta_grad) in IMPLS.items():
+    for impl, (rounding, theta_grad) in implementations(args.rounding).items():
         theta = learnable if theta_grad else fixed
         paths = {p: oriented_dwconv1d_path(x, weight, 1, p, theta=theta, rounding=rounding, radius=RADIUS)
                  for p in PATH_PASSES}
-        for backward in (False, True):
+        for backward in (p == 'fwdbwd' for p in args.passes):
             rec = dict(impl=impl, rounding=rounding, theta_grad=theta_grad, dtype=dtype_name, layout=layout,
                        N=args.batch, C=c, H=h, W=h, K=k, **{'pass': 'fwdbwd' if backward else 'fwd'}, paths=paths)
             cases.append((rec, make_step(rounding, x, weight, bias, theta, grad_out, backward)))
@@ -116,10 +98,10 @@ def make_cases(dtype_name: str, args: argparse.Namespace, device: str) -> List[T
 
 def measure(args: argparse.Namespace, device: str = 'cuda', timer: Callable = time_samples,
             peak: Callable = peak_bytes) -> List[Dict]:
-    """Every record: each dtype's cases built, then timed in interleaved rounds."""
+    """Every record: the cases of each dtype and layout built, then timed in interleaved rounds."""
     records = []
-    for dtype_name in args.dtypes:
-        cases = make_cases(dtype_name, args, device)
+    for dtype_name, layout in args.configs:
+        cases = make_cases(dtype_name, layout, args, device)
         first = cases[0][0]
         print(f"{dtype_name} {first['layout']} N={first['N']} C={first['C']} {first['H']}x{first['W']} K={first['K']}: "
               f'{len(cases)} cases in {args.rounds} rounds', flush=True)
@@ -137,14 +119,16 @@ def measure(args: argparse.Namespace, device: str = 'cuda', timer: Callable = ti
 
 def ratios(records: List[Dict]) -> List[Dict]:
     """Per dtype and interpolation: its times and fwd+bwd peak memory over trunc's, with the targets."""
-    by_key = {(r['dtype'], r['impl'], r['pass']): r for r in records}
+    by_key = {(r['dtype'], r['layout'], r['impl'], r['pass']): r for r in records}
     rows = []
-    for dtype_name in dict.fromkeys(r['dtype'] for r in records):
-        base_fwd, base = by_key[dtype_name, 'trunc', 'fwd'], by_key[dtype_name, 'trunc', 'fwdbwd']
-        for impl in IMPLS:
+    for dtype_name, layout in dict.fromkeys((r['dtype'], r['layout']) for r in records):
+        if (dtype_name, layout, 'trunc', 'fwd') not in by_key or (dtype_name, layout, 'trunc', 'fwdbwd') not in by_key:
+            continue  # the ratios need both passes
+        base_fwd, base = by_key[dtype_name, layout, 'trunc', 'fwd'], by_key[dtype_name, layout, 'trunc', 'fwdbwd']
+        for impl in dict.fromkeys(r['impl'] for r in records):
             if impl == 'trunc':
                 continue
-            fwd, fwdbwd = by_key[dtype_name, impl, 'fwd'], by_key[dtype_name, impl, 'fwdbwd']
+            fwd, fwdbwd = by_key[dtype_name, layout, impl, 'fwd'], by_key[dtype_name, layout, impl, 'fwdbwd']
             row = dict(dtype=dtype_name, layout=fwdbwd['layout'], C=fwdbwd['C'], impl=impl,
                        fwd_ratio=round(fwd['ms'] / base_fwd['ms'], 3),
                        fwdbwd_ratio=round(fwdbwd['ms'] / base['ms'], 3),
@@ -160,9 +144,11 @@ def ratios(records: List[Dict]) -> List[Dict]:
 def summarize(result: Dict) -> str:
     """Markdown: the ratios to trunc with their targets, the paper's anchor, then times and paths."""
     env, recs = result['env'], result['records']
+    commit = f"commit {env['commit']}, " if 'commit' in env else ''
     lines = [f"# Interpolated oriented lines against truncation on {env['gpu']}", '',
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"{env['date']}; N={env['batch']}, {env['size']}x{env['size']}, K={env['kernel_size']}; angles: the 8 "
+             f"{commit}{env['date']}; N={env['batch']}, {env['size']}x{env['size']}, K={env['kernel_size']}; "
+             f"angles: the 8 "
              f"directions + uniform(-{env['angle_jitter']}, {env['angle_jitter']}) rad (seed {env['seed']}); gaussian "
              f"sigma {SIGMA}, radius {RADIUS:g}; median of {env['repeats']} repeats in {env['rounds']} interleaved "
              f"rounds; copy bandwidth {env['copy_bandwidth_GBps']} GB/s.", '', f"Command: `{env['command']}`", '',
@@ -172,8 +158,9 @@ def summarize(result: Dict) -> str:
              f'(gaussian); memory <= {MEMORY_TARGET}.', '',
              '| dtype, layout | C | rounding | theta grad | fwd / trunc | fwd+bwd / trunc | target | '
              'memory / trunc | targets met |', '|---|---|---|---|---|---|---|---|---|']
+    impls = {r['impl']: (r['rounding'], r['theta_grad']) for r in recs}
     for row in result['ratios']:
-        rounding, theta_grad = IMPLS[row['impl']]
+        rounding, theta_grad = impls[row['impl']]
         target = '-' if row['fwdbwd_target'] is None else f"<= {row['fwdbwd_target']:g}"
         lines.append(f"| {row['dtype']}, {row['layout']} | {row['C']} | {rounding} | "
                      f"{'yes' if theta_grad else 'no'} | {row['fwd_ratio']:.2f} | {row['fwdbwd_ratio']:.2f} | "
@@ -181,22 +168,28 @@ def summarize(result: Dict) -> str:
     lines += ['', result['anchor'], '', '## Times and kernel paths', '',
               '| dtype, layout | implementation | fwd ms | fwd+bwd ms | round spread fwd / fwd+bwd | fwd+bwd peak MiB '
               '| path forward / backward_input / backward_weight |', '|---|---|---|---|---|---|---|']
-    by_key = {(r['dtype'], r['impl'], r['pass']): r for r in recs}
-    for dtype_name, impl, pas in by_key:
-        if pas != 'fwd':
-            continue
-        fwd, fwdbwd = by_key[dtype_name, impl, 'fwd'], by_key[dtype_name, impl, 'fwdbwd']
-        spreads = ' / '.join('-' if s is None else f'{s:.2f}' for s in (round_spread(fwd), round_spread(fwdbwd)))
-        lines.append(f"| {dtype_name}, {fwd['layout']} | {impl} | {fwd['ms']:.3f} | {fwdbwd['ms']:.3f} | {spreads} | "
-                     f"{fwdbwd['peak_mem_bytes'] / 2**20:.1f} | {' / '.join(fwd['paths'].values())} |")
+    by_key = {(r['dtype'], r['layout'], r['impl'], r['pass']): r for r in recs}
+    for dtype_name, layout, impl in dict.fromkeys(key[:3] for key in by_key):
+        fwd, fwdbwd = by_key.get((dtype_name, layout, impl, 'fwd')), by_key.get((dtype_name, layout, impl, 'fwdbwd'))
+        spreads = ' / '.join('-' if r is None or round_spread(r) is None else f'{round_spread(r):.2f}'
+                             for r in (fwd, fwdbwd))
+        peak = '-' if fwdbwd is None else f"{fwdbwd['peak_mem_bytes'] / 2**20:.1f}"
+        paths = (fwd or fwdbwd)['paths']
+        lines.append(f"| {dtype_name}, {layout} | {impl} | {_ms(fwd)} | {_ms(fwdbwd)} | {spreads} | {peak} | "
+                     f"{' / '.join(paths.values())} |")
     return '\n'.join(lines)
 
 
-def env_info(args: argparse.Namespace, bandwidth: float) -> Dict:
-    return {**gpu_env(), 'batch': args.batch, 'size': args.size, 'kernel_size': args.kernel_size,
+def _ms(rec: Optional[Dict]) -> str:
+    return '-' if rec is None else f"{rec['ms']:.3f}"
+
+
+def env_info(args: argparse.Namespace, bandwidth: Optional[float]) -> Dict:
+    """The device record of :func:`mmo1d.benchmark.timing.device_env` and the settings of the run."""
+    return {**device_env(args.device), 'batch': args.batch, 'size': args.sizes[0], 'kernel_size': args.kernel_sizes[0],
             'repeats': math.ceil(args.repeats / args.rounds) * args.rounds, 'rounds': args.rounds,
             'angle_jitter': args.angle_jitter, 'seed': args.seed, 'sigma': SIGMA, 'radius': RADIUS,
-            'copy_bandwidth_GBps': round(bandwidth, 1)}
+            'copy_bandwidth_GBps': None if bandwidth is None else round(bandwidth, 1)}
 
 
 def write_results(result: Dict, out_dir: str) -> Tuple[str, str]:
@@ -210,18 +203,12 @@ def write_results(result: Dict, out_dir: str) -> Tuple[str, str]:
     return json_path, md_path
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    args = parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit('no CUDA device: benchmark_interp.py times the CUDA kernels and needs a CUDA GPU')
-    bandwidth = copy_bandwidth_gbps(args.repeats)
-    records = measure(args)
-    result = {'env': env_info(args, bandwidth), 'records': records, 'ratios': ratios(records), 'anchor': ANCHOR}
-    json_path, md_path = write_results(result, args.out_dir)
-    print(summarize(result))
-    print(f'wrote {json_path} and {md_path}')
-
-
-if __name__ == '__main__':
-    quiet_upstream()
-    main()
+def run(args: argparse.Namespace) -> Dict:
+    """Every case of ``args`` on ``args.device``: ``{'env', 'records', 'ratios', 'anchor'}``."""
+    if args.device == 'cuda':
+        bandwidth = copy_bandwidth_gbps(args.repeats)
+        records = measure(args)
+    else:
+        bandwidth = None
+        records = measure(args, 'cpu', timer=cpu_samples, peak=lambda fn: 0)
+    return {'env': env_info(args, bandwidth), 'records': records, 'ratios': ratios(records), 'anchor': ANCHOR}

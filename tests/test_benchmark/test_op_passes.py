@@ -1,0 +1,66 @@
+"""mmo1d.benchmark.op_passes: each pass alone computes what the reference's autograd gives; the cases and the
+table; and mmo1d.benchmark.op_host's calls and ratios on the CPU."""
+import argparse
+
+import pytest
+import torch
+
+from mmo1d.benchmark import op_host, op_passes
+from mmo1d.benchmark.op_inputs import angles
+from mmo1d.ops import oriented_dwconv1d_reference
+
+
+@pytest.mark.parametrize('rounding', ['trunc', 'floor'])
+def test_each_pass_gives_the_references_gradients(rounding):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 8, 9, 9, generator=g, dtype=torch.float64)
+    dy, b = torch.randn_like(x), torch.randn(8, dtype=torch.float64)
+    w = torch.randn(8, 5, generator=g, dtype=torch.float64)
+    th = angles('mixed8', 8, 'cpu', 0.05, 0)
+    calls = op_passes.pass_calls(x, dy, w, b, th, rounding)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    ref = oriented_dwconv1d_reference(leaves[0], leaves[1], th, leaves[2], 1, rounding, residual=True)
+    gx, gw, gb = torch.autograd.grad(ref, leaves, dy)
+    torch.testing.assert_close(calls['fwd'](), ref.detach())
+    (bx, ) = calls['bwd_input']()
+    torch.testing.assert_close(bx, gx)
+    bw, bb = calls['bwd_weight']()
+    torch.testing.assert_close(bw, gw)
+    torch.testing.assert_close(bb, gb)
+    for got, want in zip(calls['fwdbwd'](), (gx, gw, gb)):
+        torch.testing.assert_close(got, want)
+    calls['bwd_input']()  # the kept graph serves any number of calls
+
+
+def _args(**kw):
+    base = dict(device='cpu', batch=1, channels=None, sizes=[9], kernel_sizes=[5], rounding=['trunc', 'bilinear'],
+                passes=['fwd', 'bwd_input', 'bwd_weight'], configs=[('float32', 'nchw')], angles=['mixed8', 45.0],
+                angle_jitter=0.0, seed=0, repeats=2, rounds=2, warmup=0)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_passes_run_and_table():
+    result = op_passes.run(_args())
+    recs = result['records']
+    assert [(r['angle_deg'], r['rounding'], r['pass']) for r in recs] == [
+        (a, r, p) for a in ('mixed8', 45.0) for r in ('trunc', 'bilinear') for p in ('fwd', 'bwd_input', 'bwd_weight')]
+    assert all(r['C'] == 512 and r['path'] == 'cpu' and r['ms'] > 0 and len(r['round_ms']) == 2 for r in recs)
+    md = op_passes.summarize(result)
+    row = next(line for line in md.splitlines() if line.startswith('| float32, nchw | 1x512x9x9, 5 | 45.0 | bilinear'))
+    cells = row.strip('| ').split(' | ')
+    fwd, bi, bw, total = (float(c) for c in cells[4:8])
+    assert total == pytest.approx(fwd + bi + bw, abs=2e-3)
+
+
+def test_host_time_per_call_on_the_cpu():
+    args = _args(batch=1, channels=8, rounding=['trunc'], passes=['fwd', 'fwdbwd'], angles=['mixed8'],
+                 repeats=6, rounds=3, warmup=1)
+    result = op_host.run(args)
+    keys = [(r['impl'], r['pass']) for r in result['records']]
+    assert keys == [('conv2d_1xK', 'fwd'), ('conv2d_1xK', 'fwdbwd'), ('conv2d_7x7', 'fwd'), ('conv2d_7x7', 'fwdbwd'),
+                    ('mmo1d', 'fwd'), ('mmo1d', 'fwdbwd'), ('empty_like', 'fwd')]
+    assert all(len(r['round_us']) == 3 and r['host_us'] > 0 for r in result['records'])
+    md = op_host.summarize(result)
+    ours = next(r for r in result['records'] if (r['impl'], r['pass']) == ('mmo1d', 'fwd'))
+    ref = next(r for r in result['records'] if (r['impl'], r['pass']) == ('conv2d_1xK', 'fwd'))
+    assert f"| mmo1d | trunc | fwd | {ours['host_us']:.1f} | {ours['host_us'] / ref['host_us']:.2f}x |" in md
