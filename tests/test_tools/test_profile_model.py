@@ -1,7 +1,7 @@
-"""tools/analysis_tools/profile_model.py: kernel names land in the right group; a clear message without a GPU."""
+"""tools/analysis_tools/profile_model.py: kernel names land in the right group; a clear message without a GPU; the
+op and backbone options' arguments; an ncu SASS page read into regions."""
+import csv
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,5 +31,39 @@ def test_kernel_groups(name, group):
 def test_no_gpu_message():
     if profile_tool.torch.cuda.is_available():
         pytest.skip('a GPU is present')
-    result = subprocess.run([sys.executable, str(TOOL), '--no-timm'], capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0 and 'no CUDA device' in result.stderr
+    for argv in (['--no-timm'], ['--op']):
+        with pytest.raises(SystemExit, match='no CUDA device'):
+            profile_tool.main(argv)
+
+
+def test_arguments_of_the_op_and_backbone_options(capsys):
+    args = profile_tool.parse_args(['--op', '--op-angle', '22.5', '--backbone-sizes', '800x960'])
+    assert (args.op_angle, args.op_shape, args.op_passes, args.backbone_sizes) == (22.5, [64, 384, 56, 31], ['fwd'],
+                                                                                   [(800, 960)])
+    for bad, message in ((['--backbone-sizes', '800'], 'HEIGHTxWIDTH'), (['--op-angle', 'x'], "degrees or 'mixed8'")):
+        with pytest.raises(SystemExit):
+            profile_tool.parse_args(bad)
+        assert message in capsys.readouterr().err
+
+
+def test_depthwise_layout_is_restored():
+    conv = profile_tool.backbones.DepthwiseConv2d
+    auto = conv.computes_in_nchw
+    with pytest.raises(RuntimeError):
+        with profile_tool.backbones.depthwise_layout('2dpp-nhwc'):
+            assert conv.computes_in_nchw(None, None) is False
+            raise RuntimeError('a failed step')
+    assert conv.computes_in_nchw is auto
+
+
+def test_ncu_sass_page(tmp_path):
+    path = tmp_path / 'k.csv'
+    with open(path, 'w', newline='') as f:
+        w = csv.writer(f)
+        w.writerow(['Kernel Name', 'void k()'])
+        w.writerow(['Address', 'Source', 'Warp Stall Sampling (All Samples)', 'Instructions Executed'])
+        for i, (src, executed, samples) in enumerate([('LDG', 2, 9), ('FFMA', 8, 1), ('FFMA', 8, 1), ('EXIT', 2, 0)]):
+            w.writerow([hex(i), src, samples, executed])
+    out = profile_tool.main(['--ncu-sass', str(path), '--top', '1']).splitlines()
+    assert out[:2] == ['void k()', '20 warp instructions executed, 11 stall samples']
+    assert out[4].split()[:4] == ['1-2', '2', '8', '80.0%'] and out[-1].split()[:3] == ['0', '9', 'LDG']

@@ -1,27 +1,46 @@
-"""Where the GPU time of a classifier's inference or training step goes, by kind of kernel.
+"""Where the GPU time of a classifier's step, a detection backbone's step or one op call goes.
 
-Profiles a few steps of the models of ``tools/analysis_tools/benchmark_model.py`` (the mmpretrain classifiers of
-``configs/mmpretrain`` and timm's ConvNeXt) with ``torch.profiler`` and sums the GPU kernel time
-into groups: the oriented op (mmo1d kernels), other convolutions (cuDNN / PyTorch depthwise), matrix
-multiplies (the Linear layers), layer norm, the optimizer and the rest (element-wise: GELU, layer
-scale, residual adds, casts, permutes). Writes ``<out-dir>/profile_<gpu>.md`` and prints it.
+By default, profiles a few steps of the models of ``tools/analysis_tools/benchmark_model.py`` (the
+mmpretrain classifiers of ``configs/mmpretrain`` and timm's ConvNeXt) with ``torch.profiler`` and
+sums the GPU kernel time into groups: the oriented op (mmo1d kernels), other convolutions (cuDNN /
+PyTorch depthwise), matrix multiplies (the Linear layers), layer norm, the optimizer and the rest
+(element-wise: GELU, layer scale, residual adds, casts, permutes). Writes
+``<out-dir>/profile_<gpu>.md`` and prints it.
 
-Example::
+``--backbone-sizes HxW ...`` times instead the T backbones as the detection recipes train them
+(float16 autocast, four outputs, cudnn.benchmark off, batch 2) at those input sizes next to
+mmpretrain's ConvNeXt-T, then lists the largest kernels of the slowest relative to it
+(:mod:`mmo1d.benchmark.backbones`).
+
+``--op`` profiles the oriented op alone: ``--steps`` calls of each of ``--op-passes`` on one case,
+with the kernel path of each pass and its largest kernels; with ``--external`` the calls just run,
+for an outside profiler (ncu picks a launch, e.g. ``ncu --kernel-name regex:win_gather
+--launch-skip 2 --launch-count 1``). ``--ncu-sass CSV`` reads ncu's SASS page of such a launch
+(:mod:`mmo1d.benchmark.sass_regions`).
+
+Examples::
 
     python tools/analysis_tools/profile_model.py --archs tiny --variants 2d 1d 1dpp --modes bf16 --passes train
+    python tools/analysis_tools/profile_model.py --backbone-sizes 800x960 1344x800
+    python tools/analysis_tools/profile_model.py --op --op-rounding bilinear gaussian \\
+        --op-passes fwd bwd_input bwd_weight
+    ncu --kernel-name regex:win_gather --launch-skip 2 --launch-count 1 --section SpeedOfLight \\
+        python tools/analysis_tools/profile_model.py --op --external --op-angle 22.5
 """
 import argparse
 import datetime
 import os
 import os.path as osp
+import statistics
 import sys
 from collections import defaultdict
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mmo1d.benchmark import backbones, sass_regions
 from mmo1d.benchmark.classifiers import (
     MODES,
     OPTIONAL_VARIANTS,
@@ -30,7 +49,12 @@ from mmo1d.benchmark.classifiers import (
     display_name,
     drop_path_rate,
 )
-from mmo1d.benchmark.kernels import device_self_us
+from mmo1d.benchmark.kernels import device_self_us, profile_kernels
+from mmo1d.benchmark.op_inputs import DEFAULT_LAYOUT, DTYPES, LAYOUTS, MIXED, angles, parse_angle
+from mmo1d.benchmark.op_interp import RADIUS
+from mmo1d.benchmark.op_passes import PATH_OF, pass_calls
+from mmo1d.benchmark.timing import cpu_samples, time_samples
+from mmo1d.ops import oriented_dwconv1d_path
 from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
@@ -54,6 +78,17 @@ def kernel_group(name: str) -> str:
     return GROUPS[5]
 
 
+def argument(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """``parse`` with its ValueError shown by argparse as the option's error."""
+    def convert(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return convert
+
+
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--archs', nargs='+', default=['tiny'], choices=('tiny', 'base'))
@@ -66,6 +101,27 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--top', type=int, default=6, help='kernels listed per model')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
+    det = parser.add_argument_group('detection backbones (--backbone-sizes)')
+    det.add_argument('--backbone-sizes', nargs='+', type=argument(backbones.parse_size), metavar='HxW',
+                     help='time and profile the T backbones at these detection input sizes instead')
+    det.add_argument('--backbone-dtype', default='float16', choices=('float16', 'bfloat16'))
+    det.add_argument('--cudnn-benchmark', action='store_true', help='turn cudnn.benchmark on (backbones)')
+    det.add_argument('--device', default='cuda', help='cuda, or cpu to check the backbone steps (bfloat16)')
+    op = parser.add_argument_group('the op alone (--op)')
+    op.add_argument('--op', action='store_true', help='profile one case of the oriented op instead')
+    op.add_argument('--op-shape', type=int, nargs=4, default=[64, 384, 56, 31], metavar=('N', 'C', 'H', 'K'),
+                    help='default: the T-1D++ stage-1 "++" convolution')
+    op.add_argument('--op-dtype', default='bfloat16', choices=list(DTYPES))
+    op.add_argument('--op-layout', choices=list(LAYOUTS), help='default: channels_last for half precision, else NCHW')
+    op.add_argument('--op-angle', type=argument(parse_angle), default=MIXED, help=f"degrees, or '{MIXED}' (default)")
+    op.add_argument('--op-jitter', type=float, default=0.0, help='the 8 directions move by uniform(-j, j) rad')
+    op.add_argument('--op-rounding', nargs='+', default=['trunc'], choices=('trunc', 'floor', 'bilinear', 'gaussian'))
+    op.add_argument('--op-passes', nargs='+', default=['fwd'], choices=list(PATH_OF))
+    op.add_argument('--external', action='store_true', help='run the calls without torch.profiler (for ncu)')
+    sass = parser.add_argument_group("an ncu SASS page (--ncu-sass; no GPU needed)")
+    sass.add_argument('--ncu-sass', metavar='CSV', help="group the instructions of `ncu --page source --csv "
+                      "--print-source sass` into regions by times executed, with their share of the stall samples")
+    sass.add_argument('--regions', type=int, default=14, help='largest regions listed')
     return parser.parse_args(argv)
 
 
@@ -110,10 +166,102 @@ def profile(model: nn.Module, mode: str, pas: str, args: argparse.Namespace) -> 
     return dict(groups), kernels
 
 
+def profile_op(args: argparse.Namespace) -> str:
+    """``--op``: the kernel path and the largest kernels of each rounding's passes on one case."""
+    n, c, h, k = args.op_shape
+    dtype, layout = DTYPES[args.op_dtype], args.op_layout or DEFAULT_LAYOUT[args.op_dtype]
+    x = torch.randn(n, c, h, h, device='cuda', dtype=dtype).contiguous(memory_format=LAYOUTS[layout])
+    dy = torch.randn_like(x)
+    w = torch.randn(c, k, device='cuda', dtype=dtype) / k**0.5
+    b = torch.randn(c, device='cuda', dtype=dtype)
+    th = angles(args.op_angle, c, 'cuda', args.op_jitter)
+    lines = [f'{torch.cuda.get_device_name(0)}, torch {torch.__version__}: {n}x{c}x{h}x{h} K={k} {args.op_dtype} '
+             f'{layout}, angles {args.op_angle} +-{args.op_jitter:g} rad; {args.steps} steps of '
+             f'{" + ".join(args.op_passes)}']
+    for rounding in args.op_rounding:
+        calls = pass_calls(x, dy, w, b, th, rounding)
+        paths = {p: oriented_dwconv1d_path(x, w, 1, PATH_OF[p], th, rounding, RADIUS) for p in args.op_passes}
+
+        def step(calls=calls) -> None:
+            for p in args.op_passes:
+                calls[p]()
+
+        if args.external:
+            for _ in range(args.steps):
+                step()
+            torch.cuda.synchronize()
+            continue
+        for _ in range(3):
+            step()
+        summary = profile_kernels(step, args.steps, args.top)
+        lines += [f"== {rounding}: {summary['kernel_ms']:.3f} ms of kernels per step; paths {paths}"]
+        lines += [f"{kern['total_ms'] / args.steps:8.3f} ms  x{kern['count'] // args.steps:<3d} {kern['name'][:110]}"
+                  for kern in summary['top_kernels']]
+    print('\n'.join(lines))
+    return '\n'.join(lines)
+
+
+def profile_backbones(args: argparse.Namespace) -> str:
+    """``--backbone-sizes``: step times of the T backbones per size, then the largest kernels of the slowest
+    relative to mmpretrain's ConvNeXt-T."""
+    device = torch.device(args.device)
+    cuda = device.type == 'cuda'
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
+    dtype = getattr(torch, args.backbone_dtype) if cuda else torch.bfloat16
+    timer = time_samples if cuda else cpu_samples
+    variants = ['stock'] + list(args.variants) + [v + backbones.NHWC for v in args.variants if v in ('2d', '2dpp')]
+    lines = [f"{torch.cuda.get_device_name(0) if cuda else 'cpu'}, torch {torch.__version__}, {dtype} autocast, "
+             f'cudnn.benchmark={args.cudnn_benchmark}, batch 2; median of {args.steps} training steps after 2, ms']
+    print(lines[0], flush=True)
+    results = {}
+    for variant in variants:
+        try:
+            model = backbones.build_backbone(variant, device)
+        except ImportError as err:
+            lines.append(f'{variant:>9}: skipped ({err})')
+            print(lines[-1], flush=True)
+            continue
+        for h, w in args.backbone_sizes:
+            x = torch.randn(2, 3, h, w, device=device)
+            if variant != 'stock':
+                x = x.contiguous(memory_format=torch.channels_last)
+            with backbones.depthwise_layout(variant):
+                step = backbones.train_step(model, x, dtype)
+                results[variant, (h, w)] = statistics.median(timer(step, args.steps, 2))
+        lines.append(f'{variant:>9}: ' + '  '.join(f'{h}x{w} {results[variant, (h, w)]:8.1f}'
+                                                  for h, w in args.backbone_sizes))
+        print(lines[-1], flush=True)
+        del model
+    ours = [key for key in results if key[0] != 'stock']
+    start = len(lines)
+    if cuda and ours:
+        variant, (h, w) = max(ours, key=lambda key: results[key] / results.get(('stock', key[1]), 1.0))
+        model = backbones.build_backbone(variant, device)
+        x = torch.randn(2, 3, h, w, device=device).contiguous(memory_format=torch.channels_last)
+        with backbones.depthwise_layout(variant):
+            step = backbones.train_step(model, x, dtype)
+            step(0)
+            summary = profile_kernels(lambda: step(0), 1, args.top)
+        lines.append(f"== {variant} at {h}x{w}: {summary['kernel_ms']:.1f} ms of kernels per step, largest:")
+        lines += [f"  {kern['total_ms']:9.2f} ms {kern['count']:5d} calls  {kern['name'][:110]}"
+                  for kern in summary['top_kernels']]
+    if len(lines) > start:
+        print('\n'.join(lines[start:]))
+    return '\n'.join(lines)
+
+
 def main(argv: Optional[List[str]] = None) -> str:
     args = parse_args(argv)
+    if args.ncu_sass:
+        text = sass_regions.report(args.ncu_sass, args.regions, args.top)
+        print(text)
+        return text
+    if args.backbone_sizes:
+        return profile_backbones(args)
     if not torch.cuda.is_available():
         raise SystemExit('no CUDA device: the profile needs a GPU')
+    if args.op:
+        return profile_op(args)
     torch.backends.cudnn.benchmark = True
     models = []
     for arch in args.archs:

@@ -2,23 +2,20 @@
 
 Reads the SASS page that ncu exports for one profiled kernel,
 
-    ncu --kernel-name regex:win_gather --launch-skip 2 --launch-count 1 --section SourceCounters \
-        --section WarpStateStats --import-source yes -o win python .dev_scripts/profile_op_case.py
+    ncu --kernel-name regex:win_gather --launch-skip 2 --launch-count 1 --section SourceCounters \\
+        --section WarpStateStats --import-source yes -o win \\
+        python tools/analysis_tools/profile_model.py --op --external
     ncu --import win.ncu-rep --page source --csv --print-source sass > win_sass.csv
 
 and groups consecutive instructions that executed the same number of times (a loop body, a
-prologue, a tail) into regions. Prints the largest regions by executed warp instructions with their
-share of the instructions and of the warp stall samples, then the instructions with the most stall
-samples.
-
-    python .dev_scripts/ncu_sass_regions.py win_sass.csv [--regions 14] [--top 8]
+prologue, a tail) into regions (``python tools/analysis_tools/profile_model.py --ncu-sass win_sass.csv``).
 """
-import argparse
 import csv
-from typing import List, Optional
+from typing import List, Tuple
 
 
-def load(path: str):
+def load(path: str) -> Tuple[str, List[str], List[int], List[int]]:
+    """The kernel name, and per SASS line its source, times executed and warp stall samples."""
     with open(path, newline='') as f:
         rows = list(csv.reader(f))
     kernel = rows[0][1] if len(rows[0]) > 1 else ''
@@ -43,26 +40,21 @@ def regions(executed: List[int]) -> List[List[int]]:
     return out
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('csv')
-    parser.add_argument('--regions', type=int, default=14)
-    parser.add_argument('--top', type=int, default=8)
-    args = parser.parse_args(argv)
-    kernel, source, executed, samples = load(args.csv)
+def report(path: str, n_regions: int = 14, top: int = 8) -> str:
+    """The largest regions by executed warp instructions with their share of the instructions and of the
+    stall samples, then the ``top`` instructions with the most stall samples."""
+    kernel, source, executed, samples = load(path)
     total, total_samples = sum(executed), max(1, sum(samples))
-    print(f'{kernel}\n{total:,} warp instructions executed, {sum(samples):,} stall samples')
-    print('region (SASS lines)   length  times run  instructions  stall samples  first instruction')
-    runs = sorted(regions(executed), key=lambda r: -(r[1] - r[0] + 1) * r[2])[:args.regions]
+    lines = [kernel, f'{total:,} warp instructions executed, {sum(samples):,} stall samples',
+             'region (SASS lines)   length  times run  instructions  stall samples  first instruction']
+    runs = sorted(regions(executed), key=lambda r: -(r[1] - r[0] + 1) * r[2])[:n_regions]
     for first, last, count in sorted(runs):
         n = last - first + 1
         share = 100 * n * count / max(1, total)
         stall = 100 * sum(samples[first:last + 1]) / total_samples
-        print(f'{first:6d}-{last:<6d}       {n:6d} {count:10d}  {share:10.1f}%  {stall:12.1f}%  {source[first][:48]}')
-    print('most stall samples:')
-    for i in sorted(range(len(samples)), key=lambda i: -samples[i])[:args.top]:
-        print(f'{i:6d} {samples[i]:7d}  {source[i][:60]}')
-
-
-if __name__ == '__main__':
-    main()
+        lines.append(f'{first:6d}-{last:<6d}       {n:6d} {count:10d}  {share:10.1f}%  {stall:12.1f}%  '
+                     f'{source[first][:48]}')
+    lines.append('most stall samples:')
+    for i in sorted(range(len(samples)), key=lambda i: -samples[i])[:top]:
+        lines.append(f'{i:6d} {samples[i]:7d}  {source[i][:60]}')
+    return '\n'.join(lines)
