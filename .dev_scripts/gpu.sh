@@ -1,35 +1,49 @@
 #!/usr/bin/env bash
-# The CUDA op's robustness checks on a GPU machine, in stages of a few minutes each:
+# Every GPU job of the project, one stage of a few minutes at a time; logs and results go to OUT_DIR:
 #
-#   bash .dev_scripts/gpu_kernel_check.sh build    OUT_DIR   # build in place (and .old/ if present)
-#   bash .dev_scripts/gpu_kernel_check.sh tests    OUT_DIR   # op tests with the shape fuzz, AMP backbones
-#   bash .dev_scripts/gpu_kernel_check.sh compare  OUT_DIR   # bit-identity with the build in .old/
-#                                                            # (or, with OLD_DUMP=FILE, with an earlier
-#                                                            # run's op_matrix_new.json: no .old build)
-#   bash .dev_scripts/gpu_kernel_check.sh sanitize OUT_DIR   # compute-sanitizer memcheck + racecheck
-#   bash .dev_scripts/gpu_kernel_check.sh train    OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP
-#   bash .dev_scripts/gpu_kernel_check.sh jit      OUT_DIR   # CPU-only build + just-in-time CUDA kernels
-#   bash .dev_scripts/gpu_kernel_check.sh ncu      OUT_DIR   # ncu of the window gather and weight gradient
-#   bash .dev_scripts/gpu_kernel_check.sh shapes   OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
-#   bash .dev_scripts/gpu_kernel_check.sh learnable OUT_DIR  # interpolated taps: speed against truncation, memory probe
-#   bash .dev_scripts/gpu_kernel_check.sh fingerprint OUT_DIR  # the sha1 of csrc/ that every log's header prints
+#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/ if present): build.log
+#   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs: gpu_tests.log
+#   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
+#                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
+#                                                  # no .old build): compare.log
+#   bash .dev_scripts/gpu.sh sanitize    OUT_DIR   # compute-sanitizer memcheck + racecheck, every case
+#   bash .dev_scripts/gpu.sh op          OUT_DIR [benchmark_op.py options]     # e.g. --ab .old ...
+#   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
+#   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
+#   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
+#   bash .dev_scripts/gpu.sh ncu         OUT_DIR   # ncu of the window gather and weight gradient
+#   bash .dev_scripts/gpu.sh shapes      OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
+#   bash .dev_scripts/gpu.sh learnable   OUT_DIR   # interpolated taps against truncation: speed and memory
+#   bash .dev_scripts/gpu.sh fingerprint OUT_DIR   # the sha1 of csrc/ that every log's header prints
+#   bash .dev_scripts/gpu.sh downstream  OUT_DIR [MODE [options]]   # .dev_scripts/gpu_downstream.sh (single)
+#   bash .dev_scripts/gpu.sh scaling     OUT_DIR [options]          # .dev_scripts/gpu_downstream.sh scaling
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
-# README.md csrc mmo1d | tar -x -C .old`) to compare against. Logs go to OUT_DIR.
+# README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against. PYTHON picks the
+# interpreter (default: python, else python3); TORCH_CUDA_ARCH_LIST defaults to the visible GPU's
+# architecture; PYTEST_ARGS adds pytest options to `tests`; SOURCE_COMMIT names the commit built where
+# the checkout has no .git. The repository root goes first on PYTHONPATH.
 set -uo pipefail
+if [ "$#" -lt 2 ]; then
+  echo "usage: $0 STAGE OUT_DIR [options]   (stages: see the head of this script)" >&2
+  exit 2
+fi
 STAGE=$1
 mkdir -p "$2"
 OUT=$(cd "$2" && pwd)
+shift 2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-PY=${PYTHON:-python}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} FORCE_CUDA=1 PYTHONUNBUFFERED=1
+cd "$ROOT" || exit 1
+PY=${PYTHON:-$(command -v python || command -v python3 || echo python)}
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-${arch:-9.0}} FORCE_CUDA=1 PYTHONUNBUFFERED=1
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 header() {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   "$PY" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
   echo "commit: ${SOURCE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   # A copy of a working tree may carry a stale .git: the sources' own fingerprint, which
-  # `bash .dev_scripts/gpu_kernel_check.sh fingerprint` prints for a checkout.
+  # `bash .dev_scripts/gpu.sh fingerprint OUT_DIR` prints for a checkout.
   fingerprint
 }
 fingerprint() {
@@ -42,26 +56,32 @@ case "$STAGE" in
       (cd .old && MAX_JOBS=4 "$PY" setup.py build_ext --inplace >"$OUT/old_build.log" 2>&1; echo "old build: $?") &
     fi
     MAX_JOBS=12 "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
-    echo "build: $? after $(($(date +%s) - start)) s"
+    rc=$?
+    echo "build: $rc after $(($(date +%s) - start)) s"
+    [ "$rc" = 0 ] || tail -n 40 "$OUT/build.log"
     wait
     echo "builds done after $(($(date +%s) - start)) s"
+    exit "$rc"
     ;;
   tests)
     {
       header
-      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q \
-        -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
+      # shellcheck disable=SC2086
+      "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q -p no:cacheprovider -rs \
+        -k 'not bad_inputs' ${PYTEST_ARGS:-}
       echo "pytest exit status: $?"
-      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" -m pytest tests/test_ops -q -p no:cacheprovider -k bad_inputs
+      # The bad-input checks in a process of their own: on some torch builds an exception thrown by
+      # the compiled extension has ended the process instead of raising.
+      "$PY" -m pytest tests/test_ops -q -p no:cacheprovider -k bad_inputs
       echo "pytest exit status (bad inputs): $?"
     } 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25
+    ! grep -q '^pytest exit status.*: [^0]' "$OUT/gpu_tests.log"
     ;;
   compare)
     header | tee "$OUT/compare.log"
     if [ -n "${OLD_DUMP:-}" ]; then
       echo "== new against $OLD_DUMP" | tee -a "$OUT/compare.log"
-      PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_new.json" 2>&1 |
-        tee -a "$OUT/compare.log"
+      "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log"
       "$PY" .dev_scripts/op_matrix.py compare "$OLD_DUMP" "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log" |
         tail -n 15
       exit 0
@@ -73,7 +93,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     for build in old new; do
       dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
       echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
-      (cd "$dir" && "$PY" -c "$repro" 2>&1 | tail -n 1)
+      (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1)
       PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
     done 2>&1 | tee -a "$OUT/compare.log"
     "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |
@@ -83,16 +103,22 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     {
       header
       echo "== memcheck"
-      PYTHONPATH=$ROOT:$PYTHONPATH compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
       echo "memcheck exit status: $?"
       echo "== racecheck (every case)"
-      PYTHONPATH=$ROOT:$PYTHONPATH compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
-        "$PY" .dev_scripts/sanitize_op.py
+      compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
       echo "racecheck exit status: $?"
     } 2>&1 | tee "$OUT/sanitizer.log" | grep -v '^(' | tail -n 30
     ;;
+  op)
+    { header; "$PY" tools/analysis_tools/benchmark_op.py --out-dir "$OUT" "$@"; } 2>&1 | tee "$OUT/benchmark_op.log" |
+      sed -n '/^# /,$p'
+    ;;
+  models)
+    { header; "$PY" tools/analysis_tools/benchmark_model.py --out-dir "$OUT" "$@"; } 2>&1 |
+      tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
+    ;;
   train)
-    export PYTHONPATH=$ROOT:$PYTHONPATH
     DATA=$OUT/data
     "$PY" tools/dataset_converters/make_demo_data.py --out "$DATA" --ade-train 16 --ade-val 4 --coco-train 16 \
       --coco-val 4 >"$OUT/demo_data.log" 2>&1 || { tail "$OUT/demo_data.log"; exit 1; }
@@ -100,6 +126,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     DET=configs/demo/cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-40iter_coco-demo.py
     ITERS=${ITERS:-12}
     for run in "seg 1dpp $SEG" "seg 2dpp $SEG" "det 1dpp $DET" "det 2dpp $DET"; do
+      # shellcheck disable=SC2086  # the words of a run
       set -- $run
       if [ "$1" = seg ]; then
         data="train_dataloader.dataset.data_root=$DATA/ade/ADEChallengeData2016 val_dataloader.dataset.data_root=$DATA/ade/ADEChallengeData2016"
@@ -144,33 +171,32 @@ print('jit ok')
 PYEOF
     ;;
   ncu)
-    # The T-1D++ stage-1 "++" convolution (bf16, 64 x 384 x 56 x 56, K=31): the window gather at
-    # 0 and 22.5 degrees and in the 8-direction layout, and the weight gradient.
-    export PYTHONPATH=$ROOT:$PYTHONPATH
+    # The T-1D++ stage-1 "++" convolution (bf16 channels_last, 64 x 384 x 56 x 56, K=31, residual):
+    # the window gather at 0 and 22.5 degrees and in the 8-direction layout, and the weight gradient.
     header > "$OUT/ncu.log"
-    for run in "win_gather 0 forward" "win_gather 22.5 forward" "win_gather mixed forward" \
-               "vec_wgrad mixed backward"; do
+    for run in "win_gather 0 fwd" "win_gather 22.5 fwd" "win_gather mixed8 fwd" "vec_wgrad mixed8 bwd_weight"; do
+      # shellcheck disable=SC2086  # the words of a run
       set -- $run
-      angle=(); [ "$2" != mixed ] && angle=(--angle "$2")
       echo "== $1, angle $2, $3" >> "$OUT/ncu.log"
       ncu --kernel-name "regex:$1" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
         --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
-        "$PY" .dev_scripts/profile_op_case.py "${angle[@]}" --pass "$3" >> "$OUT/ncu.log" 2>&1
+        "$PY" tools/analysis_tools/profile_model.py --op --external --steps 4 --op-angle "$2" --op-passes "$3" \
+        >> "$OUT/ncu.log" 2>&1
     done
     grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
       "$OUT/ncu.log" | head -n 120
     ;;
   shapes)
-    { header; PYTHONPATH=$ROOT:$PYTHONPATH "$PY" .dev_scripts/profile_backbone_shapes.py; } 2>&1 |
-      tee "$OUT/backbone_shapes.log" | grep -v '^    '
+    { header; "$PY" tools/analysis_tools/profile_model.py --steps 5 \
+        --backbone-sizes 512x512 704x736 800x960 896x768 1344x800 "$@"; } 2>&1 | tee "$OUT/backbone_shapes.log"
     ;;
   learnable)
-    export PYTHONPATH=$ROOT:$PYTHONPATH
-    { header; "$PY" tools/analysis_tools/benchmark_interp.py --out-dir "$OUT/learnable"; } 2>&1 |
-      tee "$OUT/interp_speed.log" | grep -A 12 '^| dtype, layout | C'
-    { header; "$PY" .dev_scripts/probe_interp_memory.py; } 2>&1 | tee "$OUT/memory_probe.log"
+    { header; "$PY" tools/analysis_tools/benchmark_op.py --rounding bilinear gaussian --out-dir "$OUT/learnable" "$@"; } \
+      2>&1 | tee "$OUT/interp_speed.log" | grep -A 12 '^| dtype, layout | C'
     ;;
   fingerprint) fingerprint ;;
-  *) echo "unknown stage $STAGE" >&2; exit 2 ;;
+  downstream) exec bash .dev_scripts/gpu_downstream.sh "$OUT" "${@:-single}" ;;
+  scaling) exec bash .dev_scripts/gpu_downstream.sh "$OUT" scaling "$@" ;;
+  *) echo "unknown stage $STAGE (stages: see the head of $0)" >&2; exit 2 ;;
 esac
