@@ -17,6 +17,8 @@ import torch
 from mmo1d.ops import _ext
 from mmo1d.ops.cuda_env import build_files, cpp_sources, cuda_sources, find_csrc
 
+from .markdown_links import broken, documentation, links
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -73,16 +75,35 @@ def _setup(root: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
-def test_sdist_carries_the_sources_configs_demo_and_docs(source_copy, tmp_path):
-    _setup(source_copy, 'sdist', '--dist-dir', str(tmp_path))
-    [archive] = tmp_path.glob('mmo1d-*.tar.gz')
+@pytest.fixture(scope='module')
+def sdist_root(source_copy, tmp_path_factory) -> Path:
+    """The sdist of the checkout's files, built and unpacked: its top folder."""
+    out = tmp_path_factory.mktemp('sdist')
+    _setup(source_copy, 'sdist', '--dist-dir', str(out))
+    [archive] = out.glob('mmo1d-*.tar.gz')
     with tarfile.open(archive) as tar:
-        names = {n.split('/', 1)[1] for n in tar.getnames() if '/' in n and not tar.getmember(n).isdir()}
+        # The 'data' filter (Python 3.11.4 and later) refuses links and paths out of the folder.
+        tar.extractall(out / 'unpacked', **({'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}))
+    [root] = (out / 'unpacked').iterdir()
+    return root
+
+
+def test_sdist_carries_the_sources_configs_demo_and_docs(sdist_root):
+    names = {p.relative_to(sdist_root).as_posix() for p in sdist_root.rglob('*') if p.is_file()}
     folders = ('csrc', 'configs', 'demo', 'docs')
     assert {n for n in names if n.startswith(tuple(f'{f}/' for f in folders))} == set(_listed(*folders))
     assert {'setup.py', 'pyproject.toml', 'MANIFEST.in', 'README.md', 'mmo1d/ops/_ext.py',
             'mmo1d/ops/cuda_env.py', 'mmo1d/ops/cuda_arch.py', 'mmo1d/utils/version_check.py',
             'tools/train.py', 'tools/test.py', 'demo/image_demo.py', 'demo/demo.jpg', 'docs/deployment.md'} <= names
+
+
+def test_sdist_resolves_every_link_of_the_readme_and_docs(sdist_root):
+    """The README is the package's long description: its links and images, and those of the docs it
+    links, resolve in the sdist as in the repository."""
+    files = documentation(sdist_root)
+    assert all(path.is_file() for path in files) and len(files) > 1
+    assert sum(link.image for link in links(sdist_root / 'README.md')) >= 1
+    assert broken(files, sdist_root) == []
 
 
 def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_path):
