@@ -4,6 +4,8 @@
 # The angles get no weight decay and the learning rate of their block: mmdet's
 # LearningRateDecayOptimizerConstructor puts every 1-D parameter in its layer's no-decay group (it
 # does not read paramwise_cfg.custom_keys).
+# That is the recommended setting for a schedule this long (docs/learnable.md): the angles' lr
+# multiplier is 1 and they follow the schedule's warm-up; a short schedule needs a larger multiplier.
 _base_ = './cascade-mask-rcnn_oriented-convnext-t-1d_fpn_4conv1fc-giou_amp-ms-crop-3x_coco.py'
 
 model = dict(backbone=dict(rounding='bilinear', learnable_angles=True))

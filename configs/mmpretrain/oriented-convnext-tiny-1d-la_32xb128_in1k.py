@@ -6,8 +6,10 @@ _base_ = ['./oriented-convnext-tiny-1d_32xb128_in1k.py']
 model = dict(backbone=dict(rounding='bilinear', learnable_angles=True))
 
 # The angles get no weight decay whatever flat_decay_mult says (custom_keys come first in
-# mmengine's DefaultOptimWrapperConstructor), and the base learning rate like every parameter here.
-optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'.theta': dict(decay_mult=0.0)}))
+# mmengine's DefaultOptimWrapperConstructor), and the base learning rate like every parameter here
+# (lr_mult 1): over 300 epochs the angles can turn far more than the half step (11.25 degrees)
+# between directions at that rate; short schedules need a larger multiplier (docs/learnable.md).
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'.theta': dict(lr_mult=1.0, decay_mult=0.0)}))
 
 # The recipe's EMA hook (a list is replaced, not merged, so it is repeated) and the angles' log,
 # about once an epoch (312 iterations at 4096 images per batch).

@@ -117,7 +117,7 @@ def test_a_run_writes_under_the_work_dir_unless_asked_for_the_reference_files(tm
     summary = proc.stdout.splitlines()[-1]
     if reference:
         assert figure == 'docs/figures/learned_angles_demo'
-        assert summary == 'would write benchmarks/results/learnable/demo_angles.json'
+        assert summary == 'would write benchmarks/results/learnable_demo_angles_cpu.json'
     else:
         assert figure == str(work_dir / 'learned_angles_demo')
         assert summary == f'would write {work_dir / "demo_angles.json"}'

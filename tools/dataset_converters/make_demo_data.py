@@ -262,7 +262,7 @@ def oriented_texture(rng: np.random.Generator, height: int, width: int, orientat
 
 def draw_texture_scene(rng: np.random.Generator, height: int, width: int,
                        orientations_deg: Sequence[float] = TEXTURE_ORIENTATIONS,
-                       noise: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+                       noise: float = 0.6) -> Tuple[np.ndarray, np.ndarray]:
     """Draw one scene of oriented textures.
 
     Args:
@@ -300,7 +300,7 @@ def draw_texture_scene(rng: np.random.Generator, height: int, width: int,
 
 
 def write_textures(root: Path, split_sizes: Dict[str, int], height: int, width: int, seed: int,
-                   orientations_deg: Sequence[float] = TEXTURE_ORIENTATIONS, noise: float = 1.0) -> None:
+                   orientations_deg: Sequence[float] = TEXTURE_ORIENTATIONS, noise: float = 0.6) -> None:
     """Write the oriented-texture dataset in the ADE20K layout under ``root`` (``ADEChallengeData2016``).
 
     Images are ``.jpg`` as in ADE20K, at quality 100 so that compression leaves the thin lines
@@ -435,8 +435,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--texture-angles', type=float, nargs='+', default=list(TEXTURE_ORIENTATIONS),
                         metavar='DEG', help='orientation of each texture class in degrees, one class each '
                         f'(at most {len(TEXTURE_CLASSES)}; default: {" ".join(map(str, TEXTURE_ORIENTATIONS))})')
-    parser.add_argument('--texture-noise', type=float, default=1.0,
-                        help="pixel noise relative to the textures' amplitude (default: 1.0)")
+    parser.add_argument('--texture-noise', type=float, default=0.6,
+                        help="pixel noise relative to the textures' amplitude (default: 0.6)")
     args = parser.parse_args(argv)
     if len(args.texture_angles) > len(TEXTURE_CLASSES):
         parser.error(f'--texture-angles takes at most {len(TEXTURE_CLASSES)} orientations, got '

@@ -12,7 +12,7 @@
 #     --out        summary JSON (default $OUT, else WORK_DIR/demo_angles.json)
 #     --figure     angles figure, writes PREFIX.png and PREFIX.json
 #                  (default $FIGURE, else WORK_DIR/learned_angles_demo)
-#     --reference  write the committed reference files instead: benchmarks/results/learnable/demo_angles.json
+#     --reference  write the committed reference files instead: benchmarks/results/learnable_demo_angles_cpu.json
 #                  and docs/figures/learned_angles_demo.{png,json} (also REFERENCE=1)
 #     --dry-run    print the commands without running them
 #     --summarize  train nothing: print the table and write the JSON from the runs in WORK_DIR
@@ -44,7 +44,7 @@ DEMO_DIR=${DEMO_DIR:-data/demo}
 WORK_DIR=${WORK_DIR:-work_dirs/demo_angles}
 SEED=${SEED:-0}
 if [ "$REFERENCE" = 1 ]; then
-    OUT=${OUT:-benchmarks/results/learnable/demo_angles.json}
+    OUT=${OUT:-benchmarks/results/learnable_demo_angles_cpu.json}
     FIGURE=${FIGURE:-docs/figures/learned_angles_demo}
 else
     OUT=${OUT:-$WORK_DIR/demo_angles.json}
