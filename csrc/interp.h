@@ -21,35 +21,9 @@
 #include <cmath>
 
 #include "oriented_dwconv1d.h"
+#include "tap_rule.h"
 
 namespace mmo1d {
-
-enum class InterpMode { kBilinear = 0, kGaussian = 1 };
-
-struct InterpSpec {
-  InterpMode mode;
-  double sigma, radius;
-  int reach;  // ceil(radius) (gaussian), 0 (bilinear)
-  // Samples per tap.
-  MMO1D_HOST_DEVICE int samples() const {
-    return mode == InterpMode::kBilinear ? 4 : (2 * reach + 2) * (2 * reach + 2);
-  }
-};
-
-// The spec of rounding "bilinear" or "gaussian"; errors name the problem.
-inline InterpSpec make_interp_spec(c10::string_view rounding, double sigma, double radius) {
-  if (rounding == "bilinear") return {InterpMode::kBilinear, sigma, radius, 0};
-  TORCH_CHECK(rounding == "gaussian", "oriented_dwconv1d_interp: rounding must be 'bilinear' or 'gaussian', got '",
-              std::string(rounding), "'");
-  TORCH_CHECK(sigma > 0 && std::isfinite(sigma) && radius >= 1 && std::isfinite(radius),
-              "oriented_dwconv1d_interp: the gaussian band needs 0 < sigma and 1 <= radius (finite), got sigma=",
-              std::to_string(sigma), ", radius=", std::to_string(radius));
-  // The band of a tap spans 2 * reach + 2 candidates per axis: a radius that is not small would
-  // make every tap read thousands of pixels.
-  TORCH_CHECK(radius <= 8, "oriented_dwconv1d_interp: the gaussian radius is limited to 8 pixels, got ",
-              std::to_string(radius));
-  return {InterpMode::kGaussian, sigma, radius, static_cast<int>(std::ceil(radius))};
-}
 
 // Sine and cosine of an angle in the kernels' precision (float: as the rounded op; a non-finite
 // angle has sine = cosine = 0, so every tap sits at the centre and the angle's gradient is 0).
@@ -69,13 +43,13 @@ MMO1D_HOST_DEVICE void interp_sincos(double theta, double* s, double* c) {
 // The M samples of the tap at distance d from the centre, for an angle of sine s and cosine c:
 // offsets (dh, dw), coefficients and their derivatives in the angle. Returns M.
 template <typename T>
-MMO1D_HOST_DEVICE int tap_samples(const InterpSpec& spec, T s, T c, int d, int* dh, int* dw, T* coef, T* dcoef) {
+MMO1D_HOST_DEVICE int tap_samples(const TapRule& rule, T s, T c, int d, int* dh, int* dw, T* coef, T* dcoef) {
   const T dd = static_cast<T>(d);
   const T a = -dd * s, b = dd * c;     // position relative to the output pixel
   const T da = -dd * c, db = -dd * s;  // their derivatives in the angle
   const T fa = floor(a), fb = floor(b);
   const int h0 = static_cast<int>(fa), w0 = static_cast<int>(fb);
-  if (spec.mode == InterpMode::kBilinear) {
+  if (rule.mode == TapMode::kBilinear) {
     const T fh = a - fa, fw = b - fb;
     for (int m = 0; m < 4; ++m) {
       const int di = m >> 1, dj = m & 1;
@@ -87,9 +61,9 @@ MMO1D_HOST_DEVICE int tap_samples(const InterpSpec& spec, T s, T c, int d, int* 
     }
     return 4;
   }
-  const int r = spec.reach, side = 2 * r + 2, M = side * side;
-  const T r2 = static_cast<T>(spec.radius * spec.radius);
-  const T inv2s2 = static_cast<T>(0.5 / (spec.sigma * spec.sigma));
+  const int r = rule.reach, side = 2 * r + 2, M = side * side;
+  const T r2 = static_cast<T>(rule.radius * rule.radius);
+  const T inv2s2 = static_cast<T>(0.5 / (rule.sigma * rule.sigma));
   // The nearest candidate's squared distance (the band always holds it: it is within sqrt(2)/2).
   const T nh = a - fa < T(0.5) ? fa : fa + T(1), nw = b - fb < T(0.5) ? fb : fb + T(1);
   const T near2 = (nh - a) * (nh - a) + (nw - b) * (nw - b);
@@ -121,7 +95,7 @@ MMO1D_HOST_DEVICE int tap_samples(const InterpSpec& spec, T s, T c, int d, int* 
   return M;
 }
 
-// The largest number of samples per tap of any spec (gaussian radius 8).
+// The largest number of samples per tap of any rule (gaussian radius 8).
 constexpr int kMaxInterpSamples = (2 * 8 + 2) * (2 * 8 + 2);
 
 }  // namespace mmo1d

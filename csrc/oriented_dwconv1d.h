@@ -3,8 +3,8 @@
 //   y[n, c, p, q] = b[c] + sum_t w[c, t] * x[n, c, p*s + dh(c, t), q*s + dw(c, t)]
 //   d = t - K/2,  dh = R(-d * sin(theta_c)),  dw = R(d * cos(theta_c))
 //
-// R truncates toward zero (the behaviour the released weights were trained with) or, optionally,
-// floors (the formula printed in the paper). sin and cos are the float32 values of the float32
+// R truncates toward zero (rule 'trunc', the behaviour the released weights were trained with) or
+// floors (rule 'floor', the formula printed in the paper); the interpolated rules are in interp.h. sin and cos are the float32 values of the float32
 // angle, rounded to nearest from a double evaluation, so every device computes identical offsets.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common.h"
+#include "tap_rule.h"
 
 namespace mmo1d {
 
@@ -33,15 +34,16 @@ MMO1D_HOST_DEVICE void angle_sincos(float theta, float* s, float* c) {
   *c = static_cast<float>(cos(static_cast<double>(theta)));
 }
 
-MMO1D_HOST_DEVICE int round_offset(float v, bool floor_rounding) {
-  return floor_rounding ? static_cast<int>(floorf(v)) : static_cast<int>(v);
+// v rounded to a pixel by a rounding rule: down for 'floor', toward zero for 'trunc'.
+MMO1D_HOST_DEVICE int round_offset(float v, TapMode mode) {
+  return mode == TapMode::kFloor ? static_cast<int>(floorf(v)) : static_cast<int>(v);
 }
 
 // Offsets (dh, dw) of tap t of a kernel of size K at the angle whose sine and cosine are given.
-MMO1D_HOST_DEVICE void tap_offset(int t, int K, float s, float c, bool floor_rounding, int* dh, int* dw) {
+MMO1D_HOST_DEVICE void tap_offset(int t, int K, float s, float c, TapMode mode, int* dh, int* dw) {
   const float d = static_cast<float>(t - K / 2);
-  *dh = round_offset(-d * s, floor_rounding);
-  *dw = round_offset(d * c, floor_rounding);
+  *dh = round_offset(-d * s, mode);
+  *dw = round_offset(d * c, mode);
 }
 
 // Number of outputs along one axis: ceil(size / stride).
@@ -134,6 +136,16 @@ inline at::Tensor bias_grad_in_slices(const at::Tensor& grad_output) {
     acc.add_(grad_output.narrow(0, i, std::min(images, n - i)).sum({0, 2, 3}, false, acc_type));
   }
   return acc.to(grad_output.scalar_type());
+}
+
+// The pass a path query names: 0 "forward", 1 "backward_input", 2 "backward_weight".
+inline int pass_index(c10::string_view pass) {
+  if (pass == "forward") return 0;
+  if (pass == "backward_input") return 1;
+  TORCH_CHECK(pass == "backward_weight",
+              "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or 'backward_weight', got '",
+              std::string(pass), "'");
+  return 2;
 }
 
 // The arguments of the path query (oriented_dwconv1d_path): input and weight as for the op.

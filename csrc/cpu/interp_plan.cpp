@@ -16,14 +16,14 @@ struct ChannelSamples {
 };
 
 template <typename T>
-void channel_samples(T theta, int64_t K, const InterpSpec& spec, ChannelSamples* out) {
-  const int M = spec.samples();
+void channel_samples(T theta, int64_t K, const TapRule& rule, ChannelSamples* out) {
+  const int M = rule.samples();
   T s, c;
   interp_sincos(theta, &s, &c);
   std::vector<int> dh(M), dw(M);
   std::vector<T> coef(M), dcoef(M);
   for (int64_t t = 0; t < K; ++t) {
-    tap_samples<T>(spec, s, c, static_cast<int>(t - K / 2), dh.data(), dw.data(), coef.data(), dcoef.data());
+    tap_samples<T>(rule, s, c, static_cast<int>(t - K / 2), dh.data(), dw.data(), coef.data(), dcoef.data());
     for (int m = 0; m < M; ++m) {
       out->dh[t * M + m] = dh[m];
       out->dw[t * M + m] = dw[m];
@@ -76,9 +76,9 @@ bool same_entries(const ChannelEntries& a, const ChannelEntries& b) {
 
 }  // namespace
 
-InterpPlan make_interp_plan(const at::Tensor& theta, int64_t K, const InterpSpec& spec, bool float64) {
+InterpPlan make_interp_plan(const at::Tensor& theta, int64_t K, const TapRule& rule, bool float64) {
   const at::Tensor th = theta.to(at::kCPU, float64 ? at::kDouble : at::kFloat).contiguous();
-  const int64_t C = th.size(0), M = spec.samples(), KM = K * M;
+  const int64_t C = th.size(0), M = rule.samples(), KM = K * M;
   InterpPlan ip;
   ip.M = M;
   ip.sample_entry.resize(C * KM);
@@ -93,9 +93,9 @@ InterpPlan make_interp_plan(const at::Tensor& theta, int64_t K, const InterpSpec
   std::vector<int64_t> nonzero_of_run;
   for (int64_t c = 0; c < C; ++c) {
     if (float64) {
-      channel_samples<double>(th.data_ptr<double>()[c], K, spec, &cs);
+      channel_samples<double>(th.data_ptr<double>()[c], K, rule, &cs);
     } else {
-      channel_samples<float>(th.data_ptr<float>()[c], K, spec, &cs);
+      channel_samples<float>(th.data_ptr<float>()[c], K, rule, &cs);
     }
     channel_entries(cs, &cur);
     std::copy(cs.coef.begin(), cs.coef.end(), ip.coef.begin() + c * KM);

@@ -29,7 +29,7 @@ struct InterpPlan {
 
 // The plan of the angles theta (C,) for K taps: computed in float from float32 angles, or in double
 // from theta as float64 when `float64`.
-InterpPlan make_interp_plan(const at::Tensor& theta, int64_t K, const InterpSpec& spec, bool float64);
+InterpPlan make_interp_plan(const at::Tensor& theta, int64_t K, const TapRule& rule, bool float64);
 
 // Merged weights of the gather plan: per entry the sum of w[c, t] * coef over the samples it holds.
 template <typename T>

@@ -4,12 +4,17 @@
 // computed on its NHWC memory when its channels form runs long enough to fill vectors (plan.h),
 // otherwise on an NCHW copy; the result takes the input's layout either way. The weight gradient is
 // reduced in a fixed order (deterministic) and accumulated in double.
+//
+// Rounded taps ('trunc', 'floor') are the entries of a Plan (plan.h). Interpolated taps
+// ('bilinear', 'gaussian') become the entries of an InterpPlan (interp_plan.h) that the same
+// kernels run as they are; the weight and angle gradients are contracted from the entries'
+// gradients (with the angles in float64 for float64 calls).
 #include <torch/library.h>
 
 #include <vector>
 
-#include "../interp.h"
 #include "../oriented_dwconv1d.h"
+#include "interp_plan.h"
 #include "plan.h"
 #include "run.h"
 
@@ -21,13 +26,26 @@ void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.device().is_cpu(), "oriented_dwconv1d (CPU kernel): ", name, " is on ", t.device());
 }
 
+// The plan of interpolated taps, in double for float64 calls.
+InterpPlan interp_plan_of(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                          const TapRule& rule) {
+  return make_interp_plan(theta, weight.size(1), rule, input.scalar_type() == at::kDouble);
+}
+
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
-                       const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
+                       const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding, double sigma,
+                       double radius, bool residual) {
   const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
   check_forward_args(input, weight, theta, bias, stride);
   check_cpu(input, "input");
   const Geometry g = make_geometry(input, weight.size(1), stride);
-  const Plan plan = make_plan(theta, g.K, floor_rounding);
+  if (rule.interpolated()) {
+    const InterpPlan ip = interp_plan_of(input, weight, theta, rule);
+    return run_forward(input, weight, bias, ip.gather, g, residual,
+                       [&](const auto* w) { return merge_interp_weights(ip, w); });
+  }
+  const Plan plan = make_plan(theta, g.K, rule.mode);
   return run_forward(input, weight, bias, plan, g, residual, [&](const auto* w) { return merge_weights(plan, w); });
 }
 
@@ -35,27 +53,33 @@ at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& weight_arg, co
 Geometry backward_geometry(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
                            const at::Tensor& theta, int64_t stride) {
   check_forward_args(input, weight, theta, c10::nullopt, stride);
+  check_cpu(input, "input");
   check_cpu(grad_output, "grad_output");
   check_grad_output(grad_output, input, stride);
   return make_geometry(input, weight.size(1), stride);
 }
 
 at::Tensor backward_input_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
-                              const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
+                              const at::Tensor& theta, int64_t stride, c10::string_view rounding, double sigma,
+                              double radius, bool residual) {
   const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
-  const Plan plan = make_plan(theta, g.K, floor_rounding);
+  if (rule.interpolated()) {
+    const InterpPlan ip = interp_plan_of(input, weight, theta, rule);
+    return run_backward_input(grad_output, input, weight, ip.gather, g, residual,
+                              [&](const auto* w) { return merge_interp_weights(ip, w); });
+  }
+  const Plan plan = make_plan(theta, g.K, rule.mode);
   return run_backward_input(grad_output, input, weight, plan, g, residual,
                             [&](const auto* w) { return merge_weights(plan, w); });
 }
 
-at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
-                               const at::Tensor& theta, int64_t stride, bool floor_rounding) {
-  const at::Tensor weight = taps_view(weight_arg);
-  const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
-  const Plan plan = make_plan(theta, g.K, floor_rounding);
+// The weight gradient of rounded taps, (C, K) in double: every tap's gradient is its entry's.
+at::Tensor rounded_weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& theta,
+                               const Geometry& g, TapMode mode) {
+  const Plan plan = make_plan(theta, g.K, mode);
   const std::vector<double> grad_merged = run_backward_weight(grad_output, input, plan, g);
-  // Every tap's gradient is its entry's.
   at::Tensor dw = at::empty({g.C, g.K}, at::TensorOptions().dtype(at::kDouble));
   double* out = dw.data_ptr<double>();
   for (int64_t c = 0; c < g.C; ++c) {
@@ -64,18 +88,44 @@ at::Tensor backward_weight_cpu(const at::Tensor& grad_output, const at::Tensor& 
       out[c * g.K + t] = grad_merged[run.w0 + plan.tap_entry[c * g.K + t] * run.len() + (c - run.c0)];
     }
   }
-  return dw.to(weight.scalar_type()).view(weight_arg.sizes());
+  return dw;
+}
+
+// (grad_weight, grad_theta, grad_bias); grad_theta has C values only with need_theta, grad_bias only
+// with need_bias.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params_cpu(const at::Tensor& grad_output,
+                                                                   const at::Tensor& input, const at::Tensor& weight_arg,
+                                                                   const at::Tensor& theta, int64_t stride,
+                                                                   c10::string_view rounding, double sigma,
+                                                                   double radius, bool need_bias, bool need_theta) {
+  const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
+  TORCH_CHECK(!need_theta || rule.interpolated(), "oriented_dwconv1d: the angles have no gradient with rounding '",
+              std::string(rounding), "' (only 'bilinear' and 'gaussian' give one)");
+  const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
+  at::Tensor db = need_bias ? bias_grad(grad_output) : at::empty({0}, input.options());
+  if (!rule.interpolated()) {
+    const at::Tensor dw = rounded_weight_grad(grad_output, input, theta, g, rule.mode);
+    return {dw.to(weight.scalar_type()).view(weight_arg.sizes()), at::empty({0}, theta.options()), db};
+  }
+  const InterpPlan ip = interp_plan_of(input, weight, theta, rule);
+  const Plan& used = need_theta ? ip.all : ip.gather;
+  const std::vector<double> grad_merged = run_backward_weight(grad_output, input, used, g);
+  const at::Tensor w = weight.to(at::kDouble).contiguous();
+  at::Tensor dw = at::empty({g.C, g.K}, w.options());
+  at::Tensor dtheta = at::empty({need_theta ? g.C : 0}, w.options());
+  contract_interp_grads(ip, used, grad_merged.data(), w.data_ptr<double>(), dw.data_ptr<double>(),
+                        need_theta ? dtheta.data_ptr<double>() : nullptr);
+  return {dw.to(weight.scalar_type()).view(weight_arg.sizes()), dtheta.to(theta.scalar_type()), db};
 }
 
 std::string path_cpu(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta, int64_t stride,
-                     c10::string_view rounding, double radius, c10::string_view pass) {
+                     c10::string_view rounding, double sigma, double radius, c10::string_view pass) {
   const at::Tensor weight = taps_view(weight_arg);
   check_path_args(input, weight, stride);
   check_forward_args(input, weight, theta, c10::nullopt, stride);
-  if (rounding != "trunc" && rounding != "floor") make_interp_spec(rounding, 1.0, radius);  // checks them
-  TORCH_CHECK(pass == "forward" || pass == "backward_input" || pass == "backward_weight",
-              "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or 'backward_weight', got '",
-              std::string(pass), "'");
+  parse_tap_rule(rounding, sigma, radius);
+  pass_index(pass);
   return "cpu";  // one kernel family per pass on the CPU
 }
 
@@ -85,7 +135,7 @@ std::string path_cpu(const at::Tensor& input, const at::Tensor& weight_arg, cons
 TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {
   m.impl("oriented_dwconv1d", &cpu::forward_cpu);
   m.impl("oriented_dwconv1d_backward_input", &cpu::backward_input_cpu);
-  m.impl("oriented_dwconv1d_backward_weight", &cpu::backward_weight_cpu);
+  m.impl("oriented_dwconv1d_backward_params", &cpu::backward_params_cpu);
   m.impl("oriented_dwconv1d_path", &cpu::path_cpu);
 }
 

@@ -14,7 +14,7 @@ Geometry make_geometry(const at::Tensor& input, int64_t K, int64_t stride) {
   return {input.size(0), input.size(1), H, W, K, out_size(H, stride), out_size(W, stride), stride};
 }
 
-Plan make_plan(const at::Tensor& theta, int64_t K, bool floor_rounding) {
+Plan make_plan(const at::Tensor& theta, int64_t K, TapMode mode) {
   const at::Tensor th = theta.to(at::kCPU, at::kFloat).contiguous();
   const float* angles = th.data_ptr<float>();
   Plan plan;
@@ -26,7 +26,7 @@ Plan make_plan(const at::Tensor& theta, int64_t K, bool floor_rounding) {
     angle_sincos(angles[c], &s, &co);
     for (int64_t t = 0; t < K; ++t) {
       int dh, dw;
-      tap_offset(static_cast<int>(t), static_cast<int>(K), s, co, floor_rounding, &dh, &dw);
+      tap_offset(static_cast<int>(t), static_cast<int>(K), s, co, mode, &dh, &dw);
       taps[c * K + t] = {dh, dw};
     }
   }

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../tap_rule.h"
+
 namespace mmo1d {
 namespace cpu {
 
@@ -50,7 +52,7 @@ struct Plan {
 };
 
 // The plan of the angles theta (C,) for K taps, with offsets rounded as the op defines.
-Plan make_plan(const at::Tensor& theta, int64_t K, bool floor_rounding);
+Plan make_plan(const at::Tensor& theta, int64_t K, TapMode mode);
 
 // Padding of merged weights and other per-run arrays on both sides: a vector that overhangs a run
 // (nhwc_kernels.h) reads up to a vector's lanes (at most 16) beyond it.

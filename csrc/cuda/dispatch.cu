@@ -22,7 +22,7 @@ constexpr bool takes() {
 // Whether family F serves the kind of taps of the call: interpolated or rounded.
 template <typename F>
 bool serves(const Problem& p) {
-  return F::kInterp == (p.interp != nullptr);
+  return F::kInterp == p.rule.interpolated();
 }
 
 template <typename scalar_t, int I, typename F, typename... Rest>

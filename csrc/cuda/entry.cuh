@@ -1,6 +1,5 @@
-// What the CUDA entry points of the ops share (oriented_dwconv1d_cuda.cu, the rounded taps;
-// oriented_dwconv1d_interp_cuda.cu, the interpolated ones): the arguments' checks and device guard,
-// the call's Problem, and planning and running a pass through the dispatcher.
+// What the CUDA entry points of the op share (oriented_dwconv1d_cuda.cu): the arguments' checks and
+// device guard, the call's Problem, and planning and running a pass through the dispatcher.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -51,10 +50,9 @@ struct Entry {
   }
 };
 
-// The call's problem: x (N, C, H, W) in its layout, whose sizes the kernels index with int; interp:
-// the interpolation of the taps, null for rounded taps.
+// The call's problem: x (N, C, H, W) in its layout, whose sizes the kernels index with int.
 inline Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::MemoryFormat fmt, bool aligned,
-                            const at::Tensor& theta, bool floor_rounding, const InterpSpec* interp = nullptr) {
+                            const at::Tensor& theta, const TapRule& rule) {
   const int64_t limit = INT_MAX / 4;
   TORCH_CHECK(x.size(1) <= limit && x.size(2) <= limit && x.size(3) <= limit && K <= limit && stride <= limit,
               "oriented_dwconv1d: input ", shape_str(x), " with K=", std::to_string(K), " and stride ",
@@ -70,8 +68,7 @@ inline Problem make_problem(const at::Tensor& x, int64_t K, int64_t stride, at::
                  aligned,
                  static_cast<int64_t>(x.nbytes()),
                  &theta,
-                 floor_rounding,
-                 interp};
+                 rule};
 }
 
 // Plans and runs one pass in the input's dtype; make_args(bias pointer) gives the call's Args.

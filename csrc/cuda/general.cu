@@ -22,32 +22,32 @@ std::string shape_of(const Problem& p) {
 // The gather with the kernel of the plan's layout, through NCHW copies where the plan says so.
 template <typename scalar_t>
 void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
-                const at::Tensor& weight, bool floor_rounding, bool residual) {
+                const at::Tensor& weight, const TapRule& rule, bool residual) {
   using acc_t = at::opmath_type<scalar_t>;
   if (plan.via_nchw) {
     at::Tensor out_nchw = at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous));
     Plan direct = plan;
     direct.via_nchw = false;
-    run_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, floor_rounding, residual);
+    run_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, rule, residual);
     out.copy_(out_nchw);
     return;
   }
-  const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, residual, true);
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, residual, true);
   launch_gather<scalar_t, acc_t>(plan, src, out, bias, t.off(), t.w(), t.npts(), t.halo());
 }
 
 // dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
 template <typename scalar_t>
 void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
-               const at::Tensor& weight, bool floor_rounding) {
+               const at::Tensor& weight, const TapRule& rule) {
   using acc_t = at::opmath_type<scalar_t>;
   if (plan.via_nchw) {
     Plan direct = plan;
     direct.via_nchw = false;
-    run_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, floor_rounding);
+    run_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, rule);
     return;
   }
-  const auto t = build_tables<scalar_t, acc_t>(theta, weight, floor_rounding, false, false);
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, false, false);
   const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, x, dy, t.off(), t.npts(), t.halo());
   launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, plan.gg.C, plan.gg.K, plan.parts, 1);
 }
@@ -181,9 +181,9 @@ bool General::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void General::run(const Plan& plan, const Args<scalar_t>& a) {
   if (a.dy != nullptr) {
-    run_wgrad<scalar_t>(plan, a.src, *a.dy, a.out, a.theta, a.weight, a.floor_rounding);
+    run_wgrad<scalar_t>(plan, a.src, *a.dy, a.out, a.theta, a.weight, a.rule);
   } else {
-    run_gather<scalar_t>(plan, a.src, a.out, a.bias, a.theta, a.weight, a.floor_rounding, a.residual);
+    run_gather<scalar_t>(plan, a.src, a.out, a.bias, a.theta, a.weight, a.rule, a.residual);
   }
 }
 

@@ -26,7 +26,7 @@ template <typename PlanGather, typename PlanWgrad>
 bool plan_layout(const Problem& p, Pass pass, bool nhwc, Plan* plan, PlanGather plan_gather, PlanWgrad plan_wgrad) {
   const bool wgrad = pass == Pass::kWeightGrad;
   const GatherGeometry g =
-      gather_geometry(p, wgrad ? Pass::kForward : pass, interp_rows(*p.interp, p.K), interp_halo(*p.interp, p.K));
+      gather_geometry(p, wgrad ? Pass::kForward : pass, interp_rows(p.rule, p.K), interp_halo(p.rule, p.K));
   if (!(wgrad ? plan_wgrad(p, g, nhwc, plan) : plan_gather(p, g, nhwc, plan))) return false;
   plan->path = interp_path(wgrad, nhwc);
   return true;
@@ -46,7 +46,7 @@ bool Interp::plan(const Problem& p, Pass pass, Plan* plan) {
   plan->via_nchw = p.nhwc;
   TORCH_CHECK(plan_layout(p, pass, false, plan, gather, wgrad), "oriented_dwconv1d_interp: input ",
               shape_str({p.N, p.C, p.H, p.W}), " with K=", std::to_string(p.K), ", stride ", std::to_string(p.stride),
-              " and ", std::to_string(interp_rows(*p.interp, p.K)),
+              " and ", std::to_string(interp_rows(p.rule, p.K)),
               " sampled pixels per channel cannot be served on this device: a tile of one output needs more shared ",
               "memory than the device allows, or more blocks than its grid allows");
   return true;
@@ -57,7 +57,7 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   using acc_t = at::opmath_type<scalar_t>;
   const bool wgrad = a.dy != nullptr;
   const at::Tensor src = plan.via_nchw ? a.src.contiguous() : a.src;
-  const InterpTables<acc_t> t = build_interp_tables<scalar_t, acc_t>(a.theta, a.weight, *a.interp, a.residual);
+  const InterpTables<acc_t> t = build_interp_tables<scalar_t, acc_t>(a.theta, a.weight, a.rule, a.residual);
   if (!wgrad) {
     if (!plan.via_nchw) {
       launch_gather<scalar_t, acc_t>(plan, src, a.out, a.bias, t.off(), t.w(), t.npts_gather(), t.halo());

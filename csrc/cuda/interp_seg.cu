@@ -30,7 +30,7 @@ constexpr int kInterpSegWgradPoints = 80;
 template <typename scalar_t>
 bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
   if (p.nhwc || p.stride != 1) return false;
-  const int rows = interp_rows(*p.interp, p.K), h = interp_halo(*p.interp, p.K);
+  const int rows = interp_rows(p.rule, p.K), h = interp_halo(p.rule, p.K);
   if (rows > kSegMaxPoints || (2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_seg_wgrad_nchw";
@@ -43,8 +43,8 @@ bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual);
-  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual);
+  const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   if (a.dy == nullptr) {
     const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);
     launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());

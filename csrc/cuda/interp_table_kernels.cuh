@@ -17,18 +17,18 @@ namespace cuda {
 // within the radius of the taps' segment: with the line closer to the horizontal (say), at most
 // floor(K - 1 + 2 radius) + 1 columns, each crossing the band in at most 2 radius / |cos| <=
 // 2 sqrt(2) radius rows (0.01 of margin for rounding). The table builder traps if a row overflows.
-inline int interp_rows(const InterpSpec& spec, int K) {
-  if (spec.mode == InterpMode::kBilinear) return 4 * K;
-  const int side = static_cast<int>(std::floor(2 * spec.radius)) + 1;
-  const int along = static_cast<int>(std::floor(K - 1 + 2 * spec.radius + 0.01)) + 1;
-  const int across = static_cast<int>(std::floor(2 * 1.4142135623730951 * spec.radius + 0.01)) + 1;
-  return std::min(K * std::min(spec.samples(), side * side), along * across);
+inline int interp_rows(const TapRule& rule, int K) {
+  if (rule.mode == TapMode::kBilinear) return 4 * K;
+  const int side = static_cast<int>(std::floor(2 * rule.radius)) + 1;
+  const int along = static_cast<int>(std::floor(K - 1 + 2 * rule.radius + 0.01)) + 1;
+  const int across = static_cast<int>(std::floor(2 * 1.4142135623730951 * rule.radius + 0.01)) + 1;
+  return std::min(K * std::min(rule.samples(), side * side), along * across);
 }
 
 // Bound of |dh| and |dw| over the points: a tap's position is within K / 2 of the output pixel, its
 // samples within reach + 1 of the position's floor.
-inline int interp_halo(const InterpSpec& spec, int K) {
-  return K / 2 + spec.reach + 1;
+inline int interp_halo(const TapRule& rule, int K) {
+  return K / 2 + rule.reach + 1;
 }
 
 // One thread per channel. Samples are merged into points in sample order; a sample can share its
@@ -41,7 +41,7 @@ inline int interp_halo(const InterpSpec& spec, int K) {
 // raw_off, raw_w, raw_nz, order (C, R).
 template <typename scalar_t, typename acc_t>
 __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int C,
-                                           int K, int rows, const InterpSpec spec, bool residual,
+                                           int K, int rows, const TapRule rule, bool residual,
                                            int2* __restrict__ off, acc_t* __restrict__ pw,
                                            int* __restrict__ npts_gather, int* __restrict__ npts_all,
                                            int2* __restrict__ halo, int* __restrict__ spt, acc_t* __restrict__ coef,
@@ -50,8 +50,8 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
                                            int* __restrict__ order) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const int M = spec.samples();
-  const int window = (2 * spec.reach + 3) * M;
+  const int M = rule.samples();
+  const int window = (2 * rule.reach + 3) * M;
   const int64_t rbase = int64_t(c) * rows, sbase = int64_t(c) * K * M;
   int dh[kMaxInterpSamples], dw[kMaxInterpSamples];
   acc_t cf[kMaxInterpSamples], dcf[kMaxInterpSamples];
@@ -59,7 +59,7 @@ __global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, cons
   interp_sincos(theta[c], &s, &co);
   int n = 0;
   for (int t = 0; t < K; ++t) {
-    tap_samples<acc_t>(spec, s, co, t - K / 2, dh, dw, cf, dcf);
+    tap_samples<acc_t>(rule, s, co, t - K / 2, dh, dw, cf, dcf);
     const acc_t wt = static_cast<acc_t>(weight[int64_t(c) * K + t]);
     for (int m = 0; m < M; ++m) {
       const int64_t si = sbase + int64_t(t) * M + m;
@@ -118,18 +118,18 @@ constexpr int kInterpWarpCells = 8192;
 
 // Its dynamic shared memory: each sample's cell (then point) and coefficient, and the taps' weights.
 template <typename acc_t>
-int64_t interp_warp_smem(const InterpSpec& spec, int K) {
-  const int64_t S = int64_t(K) * spec.samples();
+int64_t interp_warp_smem(const TapRule& rule, int K) {
+  const int64_t S = int64_t(K) * rule.samples();
   return (S * (sizeof(int) + sizeof(acc_t)) + K * sizeof(acc_t) + 15) / 16 * 16;
 }
 constexpr int64_t kInterpWarpSmem = 32 * 1024;  // beside its static 13 KB: within the default 48 KB
 
-// Whether build_interp_tables_warp_kernel takes tables of this spec and K.
+// Whether build_interp_tables_warp_kernel takes tables of this rule and K.
 template <typename acc_t>
-bool interp_warp_builder(const InterpSpec& spec, int K) {
-  const int side = 2 * interp_halo(spec, K) + 1;
-  return interp_rows(spec, K) <= kInterpWarpRows && side * side <= kInterpWarpCells &&
-         interp_warp_smem<acc_t>(spec, K) <= kInterpWarpSmem;
+bool interp_warp_builder(const TapRule& rule, int K) {
+  const int side = 2 * interp_halo(rule, K) + 1;
+  return interp_rows(rule, K) <= kInterpWarpRows && side * side <= kInterpWarpCells &&
+         interp_warp_smem<acc_t>(rule, K) <= kInterpWarpSmem;
 }
 
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
@@ -141,7 +141,7 @@ bool interp_warp_builder(const InterpSpec& spec, int K) {
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(32)
     build_interp_tables_warp_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int K,
-                                    int rows, int h, const InterpSpec spec, bool residual, int2* __restrict__ off,
+                                    int rows, int h, const TapRule rule, bool residual, int2* __restrict__ off,
                                     acc_t* __restrict__ pw, int* __restrict__ npts_gather, int* __restrict__ npts_all,
                                     int2* __restrict__ halo, int* __restrict__ spt, acc_t* __restrict__ coef,
                                     acc_t* __restrict__ dcoef) {
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(32)
   __shared__ int p_nz[kInterpWarpRows], p_order[kInterpWarpRows], s_n;
   extern __shared__ __align__(16) unsigned char dyn[];
   const int c = blockIdx.x, lane = threadIdx.x;
-  const int M = spec.samples(), S = K * M, side = 2 * h + 1;
+  const int M = rule.samples(), S = K * M, side = 2 * h + 1;
   acc_t* s_cf = reinterpret_cast<acc_t*>(dyn);  // S coefficients, K weights, S cells
   acc_t* s_wt = s_cf + S;
   int* s_pt = reinterpret_cast<int*>(s_wt + K);
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(32)
   for (int t = lane; t < K; t += 32) {
     int dh[kMaxInterpSamples], dw[kMaxInterpSamples];
     acc_t cf[kMaxInterpSamples], dcf[kMaxInterpSamples];
-    tap_samples<acc_t>(spec, s, co, t - K / 2, dh, dw, cf, dcf);
+    tap_samples<acc_t>(rule, s, co, t - K / 2, dh, dw, cf, dcf);
     s_wt[t] = static_cast<acc_t>(weight[int64_t(c) * K + t]);
     for (int m = 0; m < M; ++m) {
       const int64_t si = sbase + int64_t(t) * M + m;

@@ -38,11 +38,11 @@ struct InterpTables {
 };
 
 template <typename scalar_t, typename acc_t>
-InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tensor& weight, const InterpSpec& spec,
+InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule,
                                         bool residual, bool with_same = false) {
   const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
-  const int R = interp_rows(spec, K);
-  const int64_t S = int64_t(K) * spec.samples();
+  const int R = interp_rows(rule, K);
+  const int64_t S = int64_t(K) * rule.samples();
   InterpTables<acc_t> t;
   t.C = C;
   t.R = R;
@@ -60,16 +60,16 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
   const at::Tensor w = weight.contiguous();
   const auto stream = at::cuda::getCurrentCUDAStream();
-  if (interp_warp_builder<acc_t>(spec, K)) {
-    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(spec, K), stream>>>(
-        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(spec, K), spec, residual,
+  if (interp_warp_builder<acc_t>(rule, K)) {
+    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(rule, K), stream>>>(
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(rule, K), rule, residual,
         reinterpret_cast<int2*>(ip), ap, ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
         reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S);
     MMO1D_CUDA_CHECK(cudaGetLastError());
   } else {
     constexpr int kThreads = 64;
     build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(
-        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, spec, residual, reinterpret_cast<int2*>(ip), ap,
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, rule, residual, reinterpret_cast<int2*>(ip), ap,
         ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
         reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
         reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,

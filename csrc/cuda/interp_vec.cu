@@ -31,8 +31,8 @@ constexpr int kInterpWgradPoints = 64;
 template <typename scalar_t>
 bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   if (!p.nhwc || p.stride != 1) return false;
-  const int rows = interp_rows(*p.interp, p.K);
-  const int halo_k = 2 * interp_halo(*p.interp, p.K) + 1;  // a line of halo_k taps has the points' halo bound
+  const int rows = interp_rows(p.rule, p.K);
+  const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad_nhwc";
     return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
@@ -44,11 +44,11 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   // Blocks of channels walk the union of their channels' points (interp_union.cuh) where the
   // offsets fit its grid; beyond it each channel keeps its own points.
   const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual, !unite);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, !unite);
   const bool all = a.dy != nullptr && a.dtheta != nullptr;
   const int* npts = t.npts(all);
   InterpUnion u;

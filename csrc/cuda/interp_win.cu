@@ -17,7 +17,7 @@ template <typename scalar_t>
 bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   if (pass == Pass::kWeightGrad || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 1) return false;
-  const int rows = interp_rows(*p.interp, p.K), h = interp_halo(*p.interp, p.K);
+  const int rows = interp_rows(p.rule, p.K), h = interp_halo(p.rule, p.K);
   if (rows > kSegMaxPoints || (2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;
   plan->path = "interp_win_nhwc";
   // The tile budget of the rounded taps' window gather, beside the larger tables; the blocks' channels
@@ -28,8 +28,8 @@ bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, *a.interp, a.residual);
-  const int h = interp_halo(*a.interp, static_cast<int>(a.weight.size(1)));
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual);
+  const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   // Each block's channels walk the union of their points (the halo is the block's largest anyway).
   const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, t.npts_gather(), h);
   const InterpSegments s = build_interp_segments(u.off(), u.w(), u.npts(), u.same(), u.C, u.R, t.ints, h, a.sign);

@@ -75,7 +75,7 @@ bool SegGather::plan(const Problem& p, Pass pass, Plan* plan) {
 // one allocation fewer per call).
 template <typename scalar_t>
 void SegGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, 1, false);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, a.sign, 1, false);
   const at::Tensor w = a.weight.contiguous();
   launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), nullptr, t.halo(),
                               TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual});
@@ -136,7 +136,7 @@ bool SegWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void SegWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, false, 1, 1, false);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, false, 1, 1, false);
   const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.info(), t.segs(), t.halo());
   launch_wgrad_reduce<scalar_t, float>(partial, t.tap_sp(), a.out, plan.fg.C, plan.fg.K, plan.parts, 1);
 }

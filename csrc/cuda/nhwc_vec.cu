@@ -133,7 +133,7 @@ bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, a.residual, true);
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, true);
   launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, t.off(), t.w(), t.npts(), t.halo(), t.same());
 }
 
@@ -150,7 +150,7 @@ bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   const int classes = plan.classes;
-  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.floor_rounding, false, false, classes);
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, false, false, classes);
   at::Tensor bpartial;
   const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.off(), t.npts(), t.halo(),
                                                                  t.same(), a.db != nullptr ? &bpartial : nullptr);

@@ -86,7 +86,7 @@ template <typename scalar_t>
 void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool in_blocks = plan.classes == 1;
   const auto t =
-      build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, a.sign, plan.classes, !in_blocks);
+      build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, a.sign, plan.classes, !in_blocks);
   const at::Tensor w = in_blocks ? a.weight.contiguous() : at::Tensor();
   const TapWeights<scalar_t> taps =
       in_blocks ? TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual} : TapWeights<scalar_t>{};

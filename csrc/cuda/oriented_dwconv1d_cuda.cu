@@ -1,4 +1,6 @@
-// CUDA entry points of the oriented depthwise 1D convolution and their registration.
+// CUDA entry points of the oriented depthwise 1D convolution and their registration. Every tap rule
+// (tap_rule.h) enters here; the dispatcher (dispatch.cu) sends a call to the families that serve
+// its kind of taps, rounded or interpolated (families.cuh).
 //
 // Design:
 // * Per channel, the K taps collapse into the distinct points of the oriented line (truncation
@@ -40,98 +42,85 @@ namespace cuda {
 namespace {
 
 at::Tensor forward_cuda(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta,
-                        const c10::optional<at::Tensor>& bias, int64_t stride, bool floor_rounding, bool residual) {
+                        const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding, double sigma,
+                        double radius, bool residual) {
   const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
   const Entry e(input, weight, theta, bias, stride, nullptr);
   at::Tensor out = e.forward_output(input, stride);
   if (out.numel() == 0) return out;
   const at::Tensor x = input.contiguous(e.fmt);
   const c10::optional<at::Tensor> b = Entry::contiguous_bias(bias);
-  const Problem p =
-      make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, floor_rounding);
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(out), theta, rule);
   plan_and_run(p, Pass::kForward, input.scalar_type(), b, [&](auto bp) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
-    return Args<T>{x, out, theta, weight, bp, 1, floor_rounding, residual};
+    return Args<T>{x, out, theta, weight, rule, bp, 1, residual};
   });
   return out;
 }
 
 at::Tensor backward_input_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
-                               const at::Tensor& theta, int64_t stride, bool floor_rounding, bool residual) {
+                               const at::Tensor& theta, int64_t stride, c10::string_view rounding, double sigma,
+                               double radius, bool residual) {
   const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   at::Tensor dx = at::empty(input.sizes(), input.options().memory_format(e.fmt));
   if (dx.numel() == 0) return dx;
   const at::Tensor dy = grad_output.contiguous(e.fmt);
-  const Problem p =
-      make_problem(dx, weight.size(1), stride, e.fmt, aligned16(dy) && aligned16(dx), theta, floor_rounding);
+  const Problem p = make_problem(dx, weight.size(1), stride, e.fmt, aligned16(dy) && aligned16(dx), theta, rule);
   plan_and_run(p, Pass::kInputGrad, input.scalar_type(), c10::nullopt, [&](auto bp) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
-    return Args<T>{dy, dx, theta, weight, nullptr, -1, floor_rounding, residual};
+    return Args<T>{dy, dx, theta, weight, rule, nullptr, -1, residual};
   });
   return dx;
 }
 
-// The weight gradient and, with db, the bias gradient (C values in input's dtype).
-at::Tensor weight_grad(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight_arg,
-                       const at::Tensor& theta, int64_t stride, bool floor_rounding, at::Tensor* db) {
+// (grad_weight, grad_theta, grad_bias); grad_theta has C values only with need_theta, grad_bias only
+// with need_bias. The interpolated families always sum the bias gradient with the weight gradient.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params_cuda(const at::Tensor& grad_output,
+                                                                    const at::Tensor& input,
+                                                                    const at::Tensor& weight_arg,
+                                                                    const at::Tensor& theta, int64_t stride,
+                                                                    c10::string_view rounding, double sigma,
+                                                                    double radius, bool need_bias, bool need_theta) {
   const at::Tensor weight = taps_view(weight_arg);
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
+  TORCH_CHECK(!need_theta || rule.interpolated(), "oriented_dwconv1d: the angles have no gradient with rounding '",
+              std::string(rounding), "' (only 'bilinear' and 'gaussian' give one)");
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
+  const bool with_db = need_bias || rule.interpolated();
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
-  if (db != nullptr) *db = at::empty({input.size(1)}, input.options());
+  at::Tensor dtheta = at::empty({need_theta ? theta.size(0) : 0}, theta.options());
+  at::Tensor db = at::empty({with_db ? input.size(1) : 0}, input.options());
+  const at::Tensor no_db = at::empty({0}, input.options());
   if (input.numel() == 0) {
-    if (db != nullptr) db->zero_();
-    return dw.zero_().view(weight_arg.sizes());
+    return {dw.zero_().view(weight_arg.sizes()), dtheta.zero_(), need_bias ? db.zero_() : no_db};
   }
   const at::Tensor x = input.contiguous(e.fmt);
   const at::Tensor dy = grad_output.contiguous(e.fmt);
-  const Problem p =
-      make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(dy), theta, floor_rounding);
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x) && aligned16(dy), theta, rule);
   plan_and_run(p, Pass::kWeightGrad, input.scalar_type(), c10::nullopt, [&](auto bp) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(bp)>>;
-    return Args<T>{x, dw, theta, weight, nullptr, 1, floor_rounding, false, &dy, db};
+    Args<T> a{x, dw, theta, weight, rule, nullptr, 1, false, &dy, with_db ? &db : nullptr};
+    a.dtheta = need_theta ? &dtheta : nullptr;
+    return a;
   });
-  return dw.view(weight_arg.sizes());
+  return {dw.view(weight_arg.sizes()), dtheta, need_bias ? db : no_db};
 }
 
-at::Tensor backward_weight_cuda(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-                                const at::Tensor& theta, int64_t stride, bool floor_rounding) {
-  return weight_grad(grad_output, input, weight, theta, stride, floor_rounding, nullptr);
-}
-
-std::tuple<at::Tensor, at::Tensor> backward_weight_bias_cuda(const at::Tensor& grad_output, const at::Tensor& input,
-                                                             const at::Tensor& weight, const at::Tensor& theta,
-                                                             int64_t stride, bool floor_rounding) {
-  at::Tensor db;
-  at::Tensor dw = weight_grad(grad_output, input, weight, theta, stride, floor_rounding, &db);
-  return {dw, db};
-}
-
-// The path a call with this input, weight, angles, stride and rounding ('trunc', 'floor',
-// 'bilinear' or 'gaussian' with this radius) takes in a pass ("forward", "backward_input" or
-// "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken to be aligned as
-// the input is.
+// The path a call with this input, weight, angles, stride and tap rule takes in a pass ("forward",
+// "backward_input" or "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken
+// to be aligned as the input is.
 std::string path_cuda(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta, int64_t stride,
-                      c10::string_view rounding, double radius, c10::string_view pass) {
+                      c10::string_view rounding, double sigma, double radius, c10::string_view pass) {
   const at::Tensor weight = taps_view(weight_arg);
   check_path_args(input, weight, stride);
   const Entry e(input, weight, theta, c10::nullopt, stride, nullptr);
-  const std::string which(pass);
-  Pass ps;
-  if (which == "forward") {
-    ps = Pass::kForward;
-  } else if (which == "backward_input") {
-    ps = Pass::kInputGrad;
-  } else {
-    TORCH_CHECK(which == "backward_weight", "oriented_dwconv1d_path: pass must be 'forward', 'backward_input' or ",
-                "'backward_weight', got '", which, "'");
-    ps = Pass::kWeightGrad;
-  }
-  const bool rounded = rounding == "trunc" || rounding == "floor";
-  const InterpSpec spec = rounded ? InterpSpec{} : make_interp_spec(rounding, 1.0, radius);
+  const Pass ps = static_cast<Pass>(pass_index(pass));
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
   const at::Tensor x = input.contiguous(e.fmt);
-  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x), theta, rounding == "floor",
-                                 rounded ? nullptr : &spec);
+  const Problem p = make_problem(x, weight.size(1), stride, e.fmt, aligned16(x), theta, rule);
   std::string name;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "oriented_dwconv1d_path_cuda", [&] {
     const Plan plan = plan_call<scalar_t>(p, ps);
@@ -159,8 +148,7 @@ TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
 TORCH_LIBRARY_IMPL(mmo1d, CUDA, m) {
   m.impl("oriented_dwconv1d", &cuda::forward_cuda);
   m.impl("oriented_dwconv1d_backward_input", &cuda::backward_input_cuda);
-  m.impl("oriented_dwconv1d_backward_weight", &cuda::backward_weight_cuda);
-  m.impl("oriented_dwconv1d_backward_weight_bias", &cuda::backward_weight_bias_cuda);
+  m.impl("oriented_dwconv1d_backward_params", &cuda::backward_params_cuda);
   m.impl("oriented_dwconv1d_path", &cuda::path_cuda);
 }
 

@@ -4,7 +4,7 @@
 // A family is a struct declared with MMO1D_FAMILY (families.cuh): the path names its plans carry,
 // whether it takes float64, whether its run also gives the bias gradient (summed in its
 // weight-gradient kernels, or as the family chooses),
-// whether it serves the interpolated taps ('bilinear', 'gaussian') or the rounded ones, and
+// whether it serves the interpolated tap rules ('bilinear', 'gaussian') or the rounded ones, and
 //   template <typename T> static bool plan(const Problem&, Pass, Plan*);   // false: not its call
 //   template <typename T> static void run(const Plan&, const Args<T>&);
 // Its plan states its whole domain (pass, dtype, layout, stride, K, channel alignment, angles) and
@@ -21,7 +21,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../interp.h"
+#include "../tap_rule.h"
 #include "geometry.cuh"
 #include "launch.cuh"
 
@@ -31,16 +31,14 @@ namespace cuda {
 enum class Pass { kForward, kInputGrad, kWeightGrad };
 
 // A call: the input x (N, C, H, W), K, the stride, the layout, whether every tensor the kernels
-// stream is 16-byte aligned, and the angles (theta on the device, float; their rounding, or the
-// interpolation when `interp` is set).
+// stream is 16-byte aligned, the angles (theta on the device, float) and the tap rule.
 struct Problem {
   int64_t N, C, H, W;
   int K, stride;
   bool nhwc, aligned;
   int64_t x_bytes;
   const at::Tensor* theta;
-  bool floor_rounding;
-  const InterpSpec* interp = nullptr;
+  TapRule rule;
 };
 
 struct Plan {
@@ -67,12 +65,12 @@ struct Args {
   at::Tensor& out;
   const at::Tensor& theta;
   const at::Tensor& weight;
+  TapRule rule;
   const scalar_t* bias = nullptr;
   int sign = 1;
-  bool floor_rounding = false, residual = false;
+  bool residual = false;
   const at::Tensor* dy = nullptr;
   at::Tensor* db = nullptr;
-  const InterpSpec* interp = nullptr;
   at::Tensor* dtheta = nullptr;
 };
 

@@ -39,7 +39,7 @@ void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
   const at::Tensor& src = a.src;
   at::Tensor& out = a.out;
   constexpr int R = WinTraits<scalar_t>::kR;
-  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.floor_rounding, a.residual, 1, 4);
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, 1, 4);
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "stride-2 channels_last window gather");

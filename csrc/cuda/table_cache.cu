@@ -52,7 +52,7 @@ std::string key_string(const at::Tensor& theta, const TableKey& key) {
   s.reserve(64);
   s += std::to_string(theta.device().index()) + ':' + std::to_string(reinterpret_cast<uintptr_t>(theta.data_ptr()));
   s += ':' + std::to_string(static_cast<int>(key.kind)) + ':' + std::to_string(key.K) + ':' +
-       std::to_string(key.floor_rounding) + ':' + std::to_string(key.sign) + ':' + std::to_string(key.classes);
+       std::to_string(static_cast<int>(key.mode)) + ':' + std::to_string(key.sign) + ':' + std::to_string(key.classes);
   return s;
 }
 

@@ -1,5 +1,5 @@
 // A cache of the angle-dependent part of the per-call tables: offsets, points, segments, halos and
-// tap -> point maps depend only on theta, K, the rounding, the sign and the parity classes, so they
+// tap -> point maps depend only on theta, K, the rounding rule, the sign and the parity classes, so they
 // are built once per theta buffer and kept while that buffer lives unchanged (same storage, same
 // version counter). Merged weights still follow the weight of each call.
 #pragma once
@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+
+#include "../tap_rule.h"
 
 namespace mmo1d {
 namespace cuda {
@@ -17,7 +19,7 @@ enum class TableKind { kPoints, kSegments };
 struct TableKey {
   TableKind kind;
   int K;
-  bool floor_rounding;
+  TapMode mode;  // the rounding of the offsets
   int sign;
   int classes;
 };

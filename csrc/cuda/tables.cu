@@ -27,13 +27,13 @@ at::Tensor merged_weights(const int* tap_map, const at::Tensor& weight, int entr
 
 // Layout of TablesT::ints for C entries of K taps: off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K) |
 // same (C).
-at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, bool floor_rounding, int classes) {
+at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, TapMode mode, int classes) {
   const int C = channels * classes;
   at::Tensor ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, th.options().dtype(at::kInt));
   int* p = ints.data_ptr<int>();
   int* npts = p + 2 * int64_t(C) * K + 2 * C;
   build_tables_kernel<float, float><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), nullptr, channels, K, floor_rounding, false, classes, reinterpret_cast<int2*>(p), nullptr,
+      th.data_ptr<float>(), nullptr, channels, K, mode, false, classes, reinterpret_cast<int2*>(p), nullptr,
       npts, npts + C, reinterpret_cast<int2*>(p + 2 * int64_t(C) * K), p + 3 * int64_t(C) * K + 3 * C);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return ints;
@@ -41,7 +41,7 @@ at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, bool
 
 // Layout of SegTables::ints (head = 6 * C rounded up to 4): info (C*4) | halo (C*2) | pad | segs (C*K*4) |
 // tap -> slot (C*K).
-at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, bool floor_rounding, int sign,
+at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, TapMode mode, int sign,
                                    int classes, int64_t head) {
   const int C = channels * classes;
   at::Tensor ints = at::empty({head + 5 * int64_t(C) * K}, th.options().dtype(at::kInt));
@@ -55,7 +55,7 @@ at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, bo
   const int64_t scratch = int64_t(threads) * K * (sizeof(float) + sizeof(int));
   const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
   build_segments_kernel<float><<<ceil_div(C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), nullptr, channels, K, floor_rounding, false, sign, classes, reinterpret_cast<SegInfo*>(p),
+      th.data_ptr<float>(), nullptr, channels, K, mode, false, sign, classes, reinterpret_cast<SegInfo*>(p),
       reinterpret_cast<int4*>(p + head), scratch_w.data_ptr<float>(), reinterpret_cast<int2*>(p + 4 * int64_t(C)),
       p + head + 4 * int64_t(C) * K, scratch_bytes);
   MMO1D_CUDA_CHECK(cudaGetLastError());
@@ -65,44 +65,44 @@ at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, bo
 }  // namespace
 
 template <typename scalar_t, typename acc_t>
-TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
+TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
                             bool with_weights, int classes) {
   const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
   TablesT<acc_t> t;
   t.C = channels * classes;
   t.K = K;
-  t.ints = cached_table_structure(theta, TableKey{TableKind::kPoints, K, floor_rounding, 1, classes},
+  t.ints = cached_table_structure(theta, TableKey{TableKind::kPoints, K, rule.mode, 1, classes},
                                   [&](const at::Tensor& th) {
-                                    return build_point_structure(th, channels, K, floor_rounding, classes);
+                                    return build_point_structure(th, channels, K, rule.mode, classes);
                                   });
   if (with_weights) t.weights = merged_weights<scalar_t, acc_t>(t.tap_pt(), weight, t.C, residual);
   return t;
 }
 
 template <typename scalar_t>
-SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
+SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
                          int sign, int classes, bool with_weights) {
   const int channels = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
   SegTables t;
   t.C = channels * classes;
   t.K = K;
   t.head = (6 * int64_t(t.C) + 3) / 4 * 4;
-  t.ints = cached_table_structure(theta, TableKey{TableKind::kSegments, K, floor_rounding, sign, classes},
+  t.ints = cached_table_structure(theta, TableKey{TableKind::kSegments, K, rule.mode, sign, classes},
                                   [&](const at::Tensor& th) {
-                                    return build_segment_structure(th, channels, K, floor_rounding, sign, classes,
+                                    return build_segment_structure(th, channels, K, rule.mode, sign, classes,
                                                                    t.head);
                                   });
   if (with_weights) t.weights = merged_weights<scalar_t, float>(t.tap_sp(), weight, t.C, residual);
   return t;
 }
 
-template TablesT<double> build_tables<double, double>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
-template TablesT<float> build_tables<float, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
-template TablesT<float> build_tables<c10::Half, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
-template TablesT<float> build_tables<c10::BFloat16, float>(const at::Tensor&, const at::Tensor&, bool, bool, bool, int);
-template SegTables build_segments<float>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
-template SegTables build_segments<c10::Half>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
-template SegTables build_segments<c10::BFloat16>(const at::Tensor&, const at::Tensor&, bool, bool, int, int, bool);
+template TablesT<double> build_tables<double, double>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, bool, int);
+template TablesT<float> build_tables<float, float>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, bool, int);
+template TablesT<float> build_tables<c10::Half, float>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, bool, int);
+template TablesT<float> build_tables<c10::BFloat16, float>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, bool, int);
+template SegTables build_segments<float>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, int, int, bool);
+template SegTables build_segments<c10::Half>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, int, int, bool);
+template SegTables build_segments<c10::BFloat16>(const at::Tensor&, const at::Tensor&, const TapRule&, bool, int, int, bool);
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -23,7 +23,7 @@ namespace cuda {
 // so that every table derived from them coincides: the NHWC kernels then give a lane's channels one
 // vector load per point. Computed once per call here rather than by comparing tables in each block.
 __device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ theta, int c, int K,
-                                                     bool floor_rounding) {
+                                                     TapMode mode) {
   if (c == 0) return false;
   const float a = theta[c - 1], b = theta[c];
   if (__float_as_int(a) == __float_as_int(b)) return true;
@@ -32,8 +32,8 @@ __device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ t
   angle_sincos(b, &sb, &cb);
   for (int t = 0; t < K; ++t) {
     int ha, wa, hb, wb;
-    tap_offset(t, K, sa, ca, floor_rounding, &ha, &wa);
-    tap_offset(t, K, sb, cb, floor_rounding, &hb, &wb);
+    tap_offset(t, K, sa, ca, mode, &ha, &wa);
+    tap_offset(t, K, sb, cb, mode, &hb, &wb);
     if (ha != hb || wa != wb) return false;
   }
   return true;
@@ -53,13 +53,13 @@ __device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
 
 template <typename scalar_t, typename acc_t>
 __global__ void build_tables_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C, int K,
-                                    bool floor_rounding, bool residual, int classes, int2* __restrict__ off,
+                                    TapMode mode, bool residual, int classes, int2* __restrict__ off,
                                     acc_t* __restrict__ pw, int* __restrict__ npts, int* __restrict__ tap_pt,
                                     int2* __restrict__ halo, int* __restrict__ same) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;
-  same[idx] = same_offsets_as_prev(theta, c, K, floor_rounding);
+  same[idx] = same_offsets_as_prev(theta, c, K, mode);
   float s, co;
   angle_sincos(theta[c], &s, &co);
   int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
@@ -68,7 +68,7 @@ __global__ void build_tables_kernel(const float* __restrict__ theta, const scala
   acc_t wsum = acc_t(0);
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    tap_offset(t, K, s, co, floor_rounding, &dh, &dw);
+    tap_offset(t, K, s, co, mode, &dh, &dw);
     if (cls >= 0) {
       if ((dh & 1) != (cls >> 1) || (dw & 1) != (cls & 1)) {
         tap_pt[base + t] = -1;
@@ -133,20 +133,20 @@ __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
 // the other taps map to slot -1.
 template <typename scalar_t>
 __global__ void build_segments_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C,
-                                      int K, bool floor_rounding, bool residual, int sign, int classes,
+                                      int K, TapMode mode, bool residual, int sign, int classes,
                                       SegInfo* __restrict__ info, int4* __restrict__ segs, float* __restrict__ segw,
                                       int2* __restrict__ halo, int* __restrict__ tap_sp, int scratch_bytes) {
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;
-  const bool same = same_offsets_as_prev(theta, c, K, floor_rounding);
+  const bool same = same_offsets_as_prev(theta, c, K, mode);
   float s, co;
   angle_sincos(theta[c], &s, &co);
   const int64_t wbase = static_cast<int64_t>(c) * K;   // weight row
   const int64_t base = static_cast<int64_t>(idx) * K;  // table rows
   // The tap's offset in this entry's coordinates; false: the tap belongs to another class.
   auto offset = [&](int t, int* dh, int* dw) {
-    tap_offset(t, K, s, co, floor_rounding, dh, dw);
+    tap_offset(t, K, s, co, mode, dh, dw);
     if (cls >= 0) {
       if ((*dh & 1) != (cls >> 1) || (*dw & 1) != (cls & 1)) return false;
       *dh >>= 1;  // floor(dh / 2)
@@ -302,13 +302,13 @@ struct SegTables {
 // The structure (everything but the merged weights) comes from the table cache (table_cache.cuh);
 // the merged weights are computed at each call from the call's weight.
 template <typename scalar_t, typename acc_t>
-TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
+TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
                             bool with_weights, int classes = 1);
 
 // Instantiated for float, Half and BFloat16. Without weights (with_weights false: weight gradients)
 // SegTables::weights stays undefined and no kernel runs once the structure is cached.
 template <typename scalar_t>
-SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, bool floor_rounding, bool residual,
+SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
                          int sign, int classes = 1, bool with_weights = true);
 
 }  // namespace cuda

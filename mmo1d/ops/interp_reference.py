@@ -35,7 +35,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-INTERPOLATIONS = ('bilinear', 'gaussian')
+from .tap_rule import INTERPOLATIONS, check_tap_rule
 
 
 def tap_positions(theta: Tensor, kernel_size: int, out_size: Tuple[int, int],
@@ -101,13 +101,6 @@ def _samples(rows: Tensor, cols: Tensor, rounding: str, sigma: float,
     return hh.flatten(-2), ww.flatten(-2), coef.flatten(-2)
 
 
-def _check(rounding: str, sigma: float, radius: float) -> None:
-    if rounding not in INTERPOLATIONS:
-        raise ValueError(f'rounding must be one of {INTERPOLATIONS}, got {rounding!r}')
-    if rounding == 'gaussian' and not (sigma > 0 and radius >= 1):
-        raise ValueError(f'the gaussian band needs sigma > 0 and radius >= 1, got sigma={sigma}, radius={radius}')
-
-
 def oriented_dwconv1d_interp_reference(input: Tensor,
                                        weight: Tensor,
                                        theta: Tensor,
@@ -131,7 +124,7 @@ def oriented_dwconv1d_interp_reference(input: Tensor,
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
     """
-    _check(rounding, sigma, radius)
+    check_tap_rule(rounding, sigma, radius, INTERPOLATIONS)
     n, c, h, w = input.shape
     weight = weight.reshape(c, -1)
     k = weight.shape[1]
@@ -168,7 +161,7 @@ def interp_dense_kernel(weight: Tensor,
         Tensor: (C, 1, S, S) with S = 2 (K // 2 + ceil(radius) + 1) + 1 (bilinear: radius 0), in
         weight's dtype.
     """
-    _check(rounding, sigma, radius)
+    check_tap_rule(rounding, sigma, radius, INTERPOLATIONS)
     c, k = weight.shape
     half = k // 2 + (math.ceil(radius) if rounding == 'gaussian' else 0) + 1
     size = 2 * half + 1

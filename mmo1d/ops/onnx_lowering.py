@@ -1,25 +1,24 @@
 """Lowering of mmo1d's ops to standard operators, for ``torch.export`` and ONNX export.
 
-With truncated (or floored) tap offsets, the oriented depthwise 1D convolution is exactly a
-depthwise KxK convolution whose kernel holds each tap's weight at the tap's integer offset
-(coinciding taps added): the offsets stay within ``[-K//2, K//2]`` in both axes, so
+With truncated (or floored) tap offsets (rules ``'trunc'``, ``'floor'``), the oriented depthwise
+1D convolution is exactly a depthwise KxK convolution whose kernel holds each tap's weight at the
+tap's integer offset (coinciding taps added): the offsets stay within ``[-K//2, K//2]`` in both axes, so
 ``padding = K//2`` keeps the output size ``ceil(H/s) x ceil(W/s)``. In the residual form the
-centre tap, at offset (0, 0) for every angle, gains 1. The interpolated op (``'bilinear'``,
-``'gaussian'``) is likewise a depthwise convolution with the dense kernel of its samples
+centre tap, at offset (0, 0) for every angle, gains 1. The interpolated rules (``'bilinear'``,
+``'gaussian'``) are likewise a depthwise convolution with the dense kernel of its samples
 (:func:`mmo1d.ops.interp_reference.interp_dense_kernel`; the residual form adds 1 at the centre).
 The fused layer norm is ``F.layer_norm`` (then the exact GELU) in float32 (float64 for float64
 input).
 
 Importing :mod:`mmo1d.ops` registers, with no action from the user:
 
-- Python decompositions of ``mmo1d::oriented_dwconv1d``, ``mmo1d::oriented_dwconv1d_interp`` and
-  ``mmo1d::layer_norm_last`` in
+- Python decompositions of ``mmo1d::oriented_dwconv1d`` and ``mmo1d::layer_norm_last`` in
   ``torch._decomp.decomposition_table``, which ``torch.onnx.export(..., dynamo=True)`` applies to
   every op without an ONNX translation. :func:`export_decompositions` returns them for
   ``ExportedProgram.run_decompositions`` (``torch.export.export`` itself keeps mmo1d's ops, which
   have fake kernels, in the graph).
 - TorchScript symbolics (``torch.onnx.register_custom_op_symbolic``, opset >= 17) for
-  ``torch.onnx.export(..., dynamo=False)`` (the interpolated op exports with ``dynamo=True``: its
+  ``torch.onnx.export(..., dynamo=False)`` (the interpolated rules export with ``dynamo=True``: the
   symbolic says so).
 
 The KxK kernel is computed in the graph from the weight and the angles (sine and cosine evaluated
@@ -38,6 +37,7 @@ from torch._decomp import register_decomposition
 from .interp_reference import interp_dense_kernel
 from .oriented_dwconv1d import _memory_format
 from .reference import tap_offsets
+from .tap_rule import INTERPOLATIONS, ROUNDINGS, check_tap_rule
 
 #: Lowest ONNX opset of the TorchScript symbolics (``LayerNormalization``, ``ScatterElements``
 #: with ``reduction='add'``).
@@ -46,14 +46,14 @@ MIN_OPSET = 17
 
 def oriented_dense_kernel(weight: Tensor,
                           theta: Tensor,
-                          floor_rounding: bool = False,
+                          rounding: str = 'trunc',
                           residual: bool = False) -> Tensor:
     """The depthwise KxK kernel equal to an oriented 1xK kernel.
 
     Args:
         weight (Tensor): (C, K), K odd.
         theta (Tensor): (C,) angles in radians.
-        floor_rounding (bool): Floor the tap offsets instead of truncating them. Default: False.
+        rounding (str): ``'trunc'`` or ``'floor'``. Default: ``'trunc'``.
         residual (bool): Add 1 at the centre (the residual form ``x + conv(x)``). Default: False.
 
     Returns:
@@ -62,7 +62,7 @@ def oriented_dense_kernel(weight: Tensor,
     """
     channels, k = weight.shape
     pad = k // 2
-    dh, dw = tap_offsets(theta, k, 'floor' if floor_rounding else 'trunc')
+    dh, dw = tap_offsets(theta, k, rounding)
     index = (dh + pad) * k + (dw + pad)  # (C, K) into the flattened KxK window
     kernel = weight.new_zeros(channels, k * k).scatter_add(1, index, weight)
     if residual:
@@ -72,37 +72,29 @@ def oriented_dense_kernel(weight: Tensor,
 
 
 def oriented_dwconv1d_decomposition(input: Tensor, weight: Tensor, theta: Tensor, bias: Optional[Tensor],
-                                    stride: int, floor_rounding: bool, residual: bool) -> Tensor:
-    """``mmo1d::oriented_dwconv1d`` as a depthwise ``conv2d`` with the dense KxK kernel.
+                                    stride: int, rounding: str, sigma: float, radius: float,
+                                    residual: bool) -> Tensor:
+    """``mmo1d::oriented_dwconv1d`` as a depthwise ``conv2d`` with its dense kernel.
 
     Same arguments as the op (``weight`` (C, K) or (C, 1, 1, K)); same output, in the op's memory
-    format.
+    format (with an interpolated rule up to the rounding of the positions: the kernel is computed in
+    theta's dtype).
     """
+    check_tap_rule(rounding, sigma, radius)
     weight = weight.reshape(weight.shape[0], weight.shape[-1])
     channels, k = weight.shape
-    kernel = oriented_dense_kernel(weight.to(input.dtype), theta, floor_rounding, residual)
-    out = F.conv2d(input, kernel, None if bias is None else bias.to(input.dtype), stride, k // 2, 1, channels)
-    return out.contiguous(memory_format=_memory_format(input))
-
-
-def oriented_dwconv1d_interp_decomposition(input: Tensor, weight: Tensor, theta: Tensor, bias: Optional[Tensor],
-                                           stride: int, rounding: str, sigma: float, radius: float,
-                                           residual: bool) -> Tensor:
-    """``mmo1d::oriented_dwconv1d_interp`` as a depthwise ``conv2d`` with the dense kernel of its samples.
-
-    Same arguments as the op (``weight`` (C, K) or (C, 1, 1, K)); same output (up to the rounding of
-    the positions: the kernel is computed in theta's dtype), in the op's memory format.
-    """
-    weight = weight.reshape(weight.shape[0], weight.shape[-1])
-    channels = weight.shape[0]
-    angles = theta.to(torch.float64 if input.dtype == torch.float64 else torch.float32)
-    kernel = interp_dense_kernel(weight.to(angles.dtype), angles, rounding, sigma, radius)
+    if rounding in ROUNDINGS:
+        kernel = oriented_dense_kernel(weight.to(input.dtype), theta, rounding, residual)
+    else:
+        angles = theta.to(torch.float64 if input.dtype == torch.float64 else torch.float32)
+        kernel = interp_dense_kernel(weight.to(angles.dtype), angles, rounding, sigma, radius)
+        size = kernel.shape[-1]
+        if residual:
+            centre = torch.arange(size * size, device=weight.device) == (size // 2) * size + size // 2
+            kernel = kernel + centre.to(kernel.dtype).view(1, 1, size, size)
+        kernel = kernel.to(input.dtype)
     size = kernel.shape[-1]
-    if residual:
-        centre = torch.arange(size * size, device=weight.device) == (size // 2) * size + size // 2
-        kernel = kernel + centre.to(kernel.dtype).view(1, 1, size, size)
-    out = F.conv2d(input, kernel.to(input.dtype), None if bias is None else bias.to(input.dtype), stride, size // 2, 1,
-                   channels)
+    out = F.conv2d(input, kernel, None if bias is None else bias.to(input.dtype), stride, size // 2, 1, channels)
     return out.contiguous(memory_format=_memory_format(input))
 
 
@@ -124,7 +116,6 @@ def layer_norm_last_decomposition(input: Tensor, weight: Tensor, bias: Tensor, e
 
 _DECOMPOSITIONS: Dict[str, Callable] = {
     'oriented_dwconv1d': oriented_dwconv1d_decomposition,
-    'oriented_dwconv1d_interp': oriented_dwconv1d_interp_decomposition,
     'layer_norm_last': layer_norm_last_decomposition,
 }
 
@@ -140,13 +131,19 @@ def export_decompositions() -> Dict[torch._ops.OpOverload, Callable]:
     return {getattr(torch.ops.mmo1d, name).default: fn for name, fn in _DECOMPOSITIONS.items()}
 
 
-def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rounding, residual):
-    """TorchScript ONNX symbolic of ``mmo1d::oriented_dwconv1d``: the dense kernel, then ``Conv``."""
+def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, rounding, sigma, radius, residual):
+    """TorchScript ONNX symbolic of ``mmo1d::oriented_dwconv1d`` with a rounded rule: the dense kernel,
+    then ``Conv``."""
     from torch.onnx import symbolic_helper as sh
     from torch.onnx._internal.torchscript_exporter._type_utils import JitScalarType
 
     stride = sh._get_const(stride, 'i', 'stride')
-    floor_rounding = sh._get_const(floor_rounding, 'b', 'floor_rounding')
+    rounding = sh._get_const(rounding, 's', 'rounding')
+    if rounding in INTERPOLATIONS:
+        raise RuntimeError(f'mmo1d::oriented_dwconv1d with rounding {rounding!r} exports to ONNX with '
+                           'torch.onnx.export(..., dynamo=True) (tools/deployment/pytorch2onnx.py without '
+                           '--legacy), which lowers it to a depthwise Conv with its dense kernel')
+    check_tap_rule(rounding, allowed=ROUNDINGS)
     residual = sh._get_const(residual, 'b', 'residual')
     sizes = sh._get_tensor_sizes(weight)
     channels, k = (sizes[0], sizes[-1]) if sizes else (None, None)
@@ -166,7 +163,7 @@ def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rou
     def offsets(trig: str, d: Tensor):
         f32 = g.op('Cast', g.op(trig, angle), to_i=JitScalarType.FLOAT.onnx_type())
         v = g.op('Mul', g.op('Reshape', f32, col), const(d[None, :]))
-        if floor_rounding:
+        if rounding == 'floor':
             return g.op('Floor', v)
         return g.op('Where', g.op('Less', v, const(torch.tensor(0.0))), g.op('Ceil', v), g.op('Floor', v))
 
@@ -188,12 +185,6 @@ def _oriented_dwconv1d_symbolic(g, input, weight, theta, bias, stride, floor_rou
     inputs = [input, kernel] if sh._is_none(bias) else [input, kernel, bias]
     return g.op('Conv', *inputs, group_i=channels, kernel_shape_i=[k, k], pads_i=[pad] * 4,
                 strides_i=[stride, stride], dilations_i=[1, 1])
-
-
-def _oriented_dwconv1d_interp_symbolic(g, *args):
-    raise RuntimeError('mmo1d::oriented_dwconv1d_interp (rounding bilinear / gaussian) exports to ONNX with '
-                       'torch.onnx.export(..., dynamo=True) (tools/deployment/pytorch2onnx.py without --legacy), '
-                       'which lowers it to a depthwise Conv with its dense kernel')
 
 
 def _layer_norm_last_symbolic(g, input, weight, bias, eps, gelu, out_dtype):
@@ -227,11 +218,10 @@ def _register() -> None:
         register_decomposition(op)(fn)
     from torch.onnx import register_custom_op_symbolic
     register_custom_op_symbolic('mmo1d::oriented_dwconv1d', _oriented_dwconv1d_symbolic, MIN_OPSET)
-    register_custom_op_symbolic('mmo1d::oriented_dwconv1d_interp', _oriented_dwconv1d_interp_symbolic, MIN_OPSET)
     register_custom_op_symbolic('mmo1d::layer_norm_last', _layer_norm_last_symbolic, MIN_OPSET)
 
 
 _register()
 
 __all__ = ['MIN_OPSET', 'export_decompositions', 'layer_norm_last_decomposition', 'oriented_dense_kernel',
-           'oriented_dwconv1d_decomposition', 'oriented_dwconv1d_interp_decomposition']
+           'oriented_dwconv1d_decomposition']

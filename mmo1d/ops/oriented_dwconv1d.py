@@ -5,10 +5,10 @@ A depthwise convolution whose 1xK kernel of channel ``c`` is turned by the angle
 ``torch.library`` as ``torch.ops.mmo1d.oriented_dwconv1d`` (C++ schema in ``csrc/``), with CPU and
 CUDA kernels, fake kernels for ``torch.compile``, autograd for input, weight and bias (in C++, so a
 call costs the host no more than an ATen convolution), and an autocast rule (runs in the autocast
-dtype, like ``conv2d``). The interpolated discretisations (``rounding='bilinear'`` or
-``'gaussian'``, semantics: :mod:`mmo1d.ops.interp_reference`) are the op
-``torch.ops.mmo1d.oriented_dwconv1d_interp``, registered alike, whose autograd also gives theta a
-gradient: the angles can be learned.
+dtype, like ``conv2d``). The op takes its tap rule (:mod:`mmo1d.ops.tap_rule`) as
+``(rounding, sigma, radius)``; with the interpolated rules (``'bilinear'``, ``'gaussian'``,
+semantics: :mod:`mmo1d.ops.interp_reference`) its autograd also gives theta a gradient: the angles
+can be learned.
 """
 import math
 from typing import List, Optional
@@ -17,12 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ._ext import _C, ensure_cuda_kernels
-from .interp_reference import INTERPOLATIONS
-from .reference import ROUNDINGS
-
-# Every rounding of the op: the pixel roundings (angles fixed) and the interpolations (angles
-# differentiable).
-ALL_ROUNDINGS = ROUNDINGS + INTERPOLATIONS
+from .tap_rule import DEFAULT_RADIUS, DEFAULT_SIGMA, INTERPOLATIONS, check_tap_rule
 
 _ops = torch.ops.mmo1d
 
@@ -35,51 +30,23 @@ def _memory_format(input: Tensor) -> torch.memory_format:
 
 
 @torch.library.register_fake('mmo1d::oriented_dwconv1d')
-def _forward_fake(input, weight, theta, bias, stride, floor_rounding, residual):
+def _forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, residual):
     n, c, h, w = input.shape
     return torch.empty((n, c, (h + stride - 1) // stride, (w + stride - 1) // stride),
                        dtype=input.dtype, device=input.device, memory_format=_memory_format(input))
 
 
 @torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_input')
-def _backward_input_fake(grad_output, input, weight, theta, stride, floor_rounding, residual):
+def _backward_input_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, residual):
     return torch.empty(input.shape, dtype=input.dtype, device=input.device,
                        memory_format=_memory_format(input))
 
 
-@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_weight')
-def _backward_weight_fake(grad_output, input, weight, theta, stride, floor_rounding):
-    return torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
-
-
-@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_weight_bias')
-def _backward_weight_bias_fake(grad_output, input, weight, theta, stride, floor_rounding):
-    return (torch.empty(weight.shape, dtype=weight.dtype, device=weight.device),
-            torch.empty(input.shape[1:2], dtype=input.dtype, device=input.device))
-
-
-@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp')
-def _interp_forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, residual):
-    return _forward_fake(input, weight, theta, bias, stride, False, residual)
-
-
-@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp_backward_input')
-def _interp_backward_input_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, residual):
-    return _backward_input_fake(grad_output, input, weight, theta, stride, False, residual)
-
-
-@torch.library.register_fake('mmo1d::oriented_dwconv1d_interp_backward_params')
-def _interp_backward_params_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, need_theta):
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_params')
+def _backward_params_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, need_bias, need_theta):
     return (torch.empty(weight.shape, dtype=weight.dtype, device=weight.device),
             torch.empty(theta.shape if need_theta else (0, ), dtype=theta.dtype, device=theta.device),
-            torch.empty(input.shape[1:2], dtype=input.dtype, device=input.device))
-
-
-def check_interp_args(rounding: str, sigma: float, radius: float) -> None:
-    """Errors for an interpolation's band: sigma > 0 and radius >= 1, finite (gaussian only)."""
-    if rounding == 'gaussian' and not (0 < sigma < math.inf and 1 <= radius < math.inf):
-        raise ValueError('oriented_dwconv1d: the gaussian band needs 0 < sigma and 1 <= radius (finite), '
-                         f'got sigma={sigma}, radius={radius}')
+            torch.empty(input.shape[1:2] if need_bias else (0, ), dtype=input.dtype, device=input.device))
 
 
 def oriented_dwconv1d(input: Tensor,
@@ -89,8 +56,8 @@ def oriented_dwconv1d(input: Tensor,
                       stride: int = 1,
                       rounding: str = 'trunc',
                       residual: bool = False,
-                      sigma: float = 0.5,
-                      radius: float = 1.0) -> Tensor:
+                      sigma: float = DEFAULT_SIGMA,
+                      radius: float = DEFAULT_RADIUS) -> Tensor:
     """Depthwise convolution with a 1xK kernel turned to a per-channel angle.
 
     Args:
@@ -117,21 +84,24 @@ def oriented_dwconv1d(input: Tensor,
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
     """
-    if rounding not in ALL_ROUNDINGS:
-        raise ValueError(f'oriented_dwconv1d: rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
-    check_interp_args(rounding, sigma, radius)
+    _check_tap_rule('oriented_dwconv1d', rounding, sigma, radius)
     if isinstance(stride, bool) or not isinstance(stride, int):
         raise ValueError(f'oriented_dwconv1d: stride must be an int, got {stride!r}')
     # A (C, 1, 1, K) weight goes to the op as it is: the op views it as (C, K) (a reshape here would
-    # cost host time at every call and, in training, a node of the backward graph).
-    if weight.dim() == 4 and (weight.shape[1] != 1 or weight.shape[2] != 1):
+    # cost host time at every call and, in training, a node of the backward graph). While tracing
+    # (TorchScript ONNX export) sizes are traced values: the op's own check of the shape runs then.
+    if not torch.jit.is_tracing() and weight.dim() == 4 and (weight.shape[1] != 1 or weight.shape[2] != 1):
         raise ValueError(f'oriented_dwconv1d: a 4-D weight must have shape (C, 1, 1, K), got {tuple(weight.shape)}')
     if input.is_cuda:
         ensure_cuda_kernels()
-    if rounding in INTERPOLATIONS:
-        return _ops.oriented_dwconv1d_interp(input, weight, theta, bias, stride, rounding, float(sigma),
-                                             float(radius), residual)
-    return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding == 'floor', residual)
+    return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding, float(sigma), float(radius), residual)
+
+
+def _check_tap_rule(op: str, rounding: str, sigma: float, radius: float) -> None:
+    try:
+        check_tap_rule(rounding, sigma, radius)
+    except ValueError as e:
+        raise ValueError(f'{op}: {e}') from None
 
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
@@ -143,7 +113,8 @@ def oriented_dwconv1d_path(input: Tensor,
                            pass_: str = 'forward',
                            theta: Optional[Tensor] = None,
                            rounding: str = 'trunc',
-                           radius: float = 1.0) -> str:
+                           radius: float = DEFAULT_RADIUS,
+                           sigma: float = DEFAULT_SIGMA) -> str:
     """The kernel path a call of :func:`oriented_dwconv1d` takes, without running it.
 
     On CUDA the dispatcher picks, per call, the first kernel family (in the order of
@@ -163,6 +134,7 @@ def oriented_dwconv1d_path(input: Tensor,
         rounding (str): One of ``'trunc'``, ``'floor'``, ``'bilinear'``, ``'gaussian'``.
             Default: ``'trunc'``.
         radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+        sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
 
     Returns:
         str: ``'cpu'`` on the CPU; on CUDA one of :func:`oriented_dwconv1d_paths` (with
@@ -170,13 +142,12 @@ def oriented_dwconv1d_path(input: Tensor,
     """
     if pass_ not in PASSES:
         raise ValueError(f'oriented_dwconv1d_path: pass_ must be one of {PASSES}, got {pass_!r}')
-    if rounding not in ALL_ROUNDINGS:
-        raise ValueError(f'oriented_dwconv1d_path: rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
+    _check_tap_rule('oriented_dwconv1d_path', rounding, sigma, radius)
     if theta is None:
         theta = oriented_angles(input.shape[1] if input.dim() == 4 else 1).to(input.device)
     if input.is_cuda:
         ensure_cuda_kernels()
-    return _ops.oriented_dwconv1d_path(input, weight, theta, stride, rounding, float(radius), pass_)
+    return _ops.oriented_dwconv1d_path(input, weight, theta, stride, rounding, float(sigma), float(radius), pass_)
 
 
 def oriented_dwconv1d_paths() -> List[str]:
@@ -249,19 +220,17 @@ class OrientedDWConv1d(nn.Module):
                  rounding: str = 'trunc',
                  residual: bool = False,
                  learnable_angles: bool = False,
-                 sigma: float = 0.5,
-                 radius: float = 1.0) -> None:
+                 sigma: float = DEFAULT_SIGMA,
+                 radius: float = DEFAULT_RADIUS) -> None:
         super().__init__()
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f'kernel_size must be odd and positive, got {kernel_size}')
         if stride < 1:
             raise ValueError(f'stride must be >= 1, got {stride}')
-        if rounding not in ALL_ROUNDINGS:
-            raise ValueError(f'rounding must be one of {ALL_ROUNDINGS}, got {rounding!r}')
+        check_tap_rule(rounding, sigma, radius)
         if learnable_angles and rounding not in INTERPOLATIONS:
             raise ValueError(f'learnable_angles needs an interpolating rounding {INTERPOLATIONS}: with '
                              f'{rounding!r} the angles get no gradient')
-        check_interp_args(rounding, sigma, radius)
         self.channels = channels
         self.kernel_size = kernel_size
         self.stride = stride

@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-ROUNDINGS = ('trunc', 'floor')
+from .tap_rule import ROUNDINGS, check_tap_rule
 
 
 def tap_offsets(theta: Tensor, kernel_size: int, rounding: str = 'trunc') -> Tuple[Tensor, Tensor]:
@@ -31,8 +31,7 @@ def tap_offsets(theta: Tensor, kernel_size: int, rounding: str = 'trunc') -> Tup
     Returns:
         tuple[Tensor, Tensor]: ``(dh, dw)``, each int64 of shape (C, K), on theta's device.
     """
-    if rounding not in ROUNDINGS:
-        raise ValueError(f'rounding must be one of {ROUNDINGS}, got {rounding!r}')
+    check_tap_rule(rounding, allowed=ROUNDINGS)
     angle = theta.detach().to(torch.float32).to(torch.float64)
     # A NaN or infinite angle has no direction: every tap sits at the centre (sine = cosine = 0).
     finite = torch.isfinite(angle)

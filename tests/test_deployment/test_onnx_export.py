@@ -16,7 +16,6 @@ from mmo1d.ops import OrientedDWConv1d, oriented_dwconv1d, oriented_dwconv1d_ref
 from mmo1d.ops.onnx_lowering import (
     export_decompositions,
     oriented_dwconv1d_decomposition,
-    oriented_dwconv1d_interp_decomposition,
 )
 
 pytest.importorskip('onnxruntime')
@@ -80,7 +79,7 @@ def test_dense_kernel_decomposition_matches_reference(rounding, residual):
     weight = torch.randn(channels, k, dtype=torch.float64)
     bias = torch.randn(channels, dtype=torch.float64)
     for stride in (1, 2, 3):
-        out = oriented_dwconv1d_decomposition(x, weight, theta, bias, stride, rounding == 'floor', residual)
+        out = oriented_dwconv1d_decomposition(x, weight, theta, bias, stride, rounding, 0.5, 1.0, residual)
         ref = oriented_dwconv1d_reference(x, weight, theta, bias, stride, rounding, residual)
         torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
 
@@ -89,7 +88,7 @@ def test_decomposition_keeps_the_ops_memory_format():
     conv = OrientedDWConv1d(8, 5, stride=2)
     x = torch.randn(1, 8, 9, 10).contiguous(memory_format=torch.channels_last)
     with torch.no_grad():
-        out = oriented_dwconv1d_decomposition(x, conv.weight.flatten(1), conv.theta, conv.bias, 2, False, False)
+        out = oriented_dwconv1d_decomposition(x, conv.weight, conv.theta, conv.bias, 2, 'trunc', 0.5, 1.0, False)
         assert out.stride() == conv(x).stride()
 
 
@@ -134,7 +133,7 @@ def test_interp_decomposition_matches_the_op(rounding, residual):
     theta = torch.rand(channels, dtype=torch.float64) * math.pi
     bias = torch.randn(channels, dtype=torch.float64)
     for stride in (1, 2, 3):
-        out = oriented_dwconv1d_interp_decomposition(x, weight, theta, bias, stride, rounding, 0.6, 1.5, residual)
+        out = oriented_dwconv1d_decomposition(x, weight, theta, bias, stride, rounding, 0.6, 1.5, residual)
         ref = oriented_dwconv1d(x, weight, theta, bias, stride, rounding, residual, 0.6, 1.5)
         torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 

@@ -154,13 +154,14 @@ def test_opcheck(device):
                   'bilinear', 0.5, 1.0, False),
                  (x.detach().contiguous(memory_format=torch.channels_last), weight.detach(), theta.detach(), None, 2,
                   'gaussian', 0.6, 1.5, True)]:
-        torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_interp.default, args)
+        torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d.default, args)
     y = torch.randn(2, 4, 6, 7, device=device)
-    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_interp_backward_input.default,
+    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_input.default,
                           (y, x.detach(), weight.detach(), theta.detach(), 1, 'bilinear', 0.5, 1.0, True))
-    for need_theta in (True, False):
-        torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_interp_backward_params.default,
-                              (y, x.detach(), weight.detach(), theta.detach(), 1, 'gaussian', 0.6, 1.5, need_theta))
+    for need_bias, need_theta in ((True, True), (False, True), (True, False)):
+        torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_params.default,
+                              (y, x.detach(), weight.detach(), theta.detach(), 1, 'gaussian', 0.6, 1.5, need_bias,
+                               need_theta))
 
 
 @pytest.mark.parametrize('device', DEVICES)
@@ -191,10 +192,19 @@ def test_bad_arguments_raise_clear_errors():
         oriented_dwconv1d(x, weight, theta, rounding='gaussian', sigma=0.0)
     with pytest.raises(ValueError, match='0 < sigma and 1 <= radius'):
         oriented_dwconv1d(x, weight, theta, rounding='gaussian', radius=0.5)
-    with pytest.raises(RuntimeError, match='limited to 8 pixels'):
+    with pytest.raises(ValueError, match='limited to 8 pixels'):
         oriented_dwconv1d(x, weight, theta, rounding='gaussian', radius=9.0)
-    with pytest.raises(RuntimeError, match="must be 'bilinear' or 'gaussian'"):
-        torch.ops.mmo1d.oriented_dwconv1d_interp(x, weight, theta, None, 1, 'trunc', 0.5, 1.0, False)
+    # The compiled op parses the same rule at its entry.
+    op = torch.ops.mmo1d.oriented_dwconv1d
+    with pytest.raises(RuntimeError, match="rounding must be 'trunc', 'floor', 'bilinear' or 'gaussian', got 'near'"):
+        op(x, weight, theta, None, 1, 'near', 0.5, 1.0, False)
+    with pytest.raises(RuntimeError, match='limited to 8 pixels'):
+        op(x, weight, theta, None, 1, 'gaussian', 0.5, 9.0, False)
+    with pytest.raises(RuntimeError, match='0 < sigma and 1 <= radius'):
+        op(x, weight, theta, None, 1, 'gaussian', 0.0, 1.5, False)
+    with pytest.raises(RuntimeError, match="the angles have no gradient with rounding 'trunc'"):
+        torch.ops.mmo1d.oriented_dwconv1d_backward_params(torch.zeros(1, 3, 6, 7), x, weight, theta, 1, 'trunc', 0.5,
+                                                          1.0, True, True)
     with pytest.raises(RuntimeError, match='theta has 2 angles but input has 3 channels'):
         oriented_dwconv1d(x, weight, theta[:2], rounding='bilinear')
     with pytest.raises(ValueError, match='learnable_angles needs an interpolating rounding'):

@@ -133,7 +133,7 @@ def test_bad_arguments():
     x, weight, bias, theta = _inputs()
     with pytest.raises(ValueError, match='rounding must be one of'):
         interp(x, weight, theta, rounding='trunc')
-    with pytest.raises(ValueError, match='sigma > 0 and radius >= 1'):
+    with pytest.raises(ValueError, match='0 < sigma and 1 <= radius'):
         interp(x, weight, theta, rounding='gaussian', sigma=0.0)
     with pytest.raises(ValueError, match='odd'):
         interp(x, torch.randn(3, 4, dtype=torch.float64), theta)

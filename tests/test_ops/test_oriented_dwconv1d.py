@@ -1,5 +1,6 @@
 """The compiled oriented depthwise 1D convolution against its reference and the spec's facts."""
 import math
+import warnings
 
 import pytest
 import torch
@@ -138,14 +139,16 @@ def test_gradcheck_float64(device, stride, rounding, residual):
 @pytest.mark.parametrize('device', DEVICES)
 def test_opcheck(device):
     x, weight, theta, bias = make_inputs(2, 4, 6, 7, 5, device=device, seed=2)
-    for args in [(x.requires_grad_(), weight.requires_grad_(), theta, bias.requires_grad_(), 1, False, False),
-                 (x.contiguous(memory_format=torch.channels_last), weight, theta, None, 2, True, True)]:
+    leaves = (x.requires_grad_(), weight.requires_grad_(), theta, bias.requires_grad_())
+    for args in [leaves + (1, 'trunc', 0.5, 1.0, False),
+                 (x.contiguous(memory_format=torch.channels_last), weight, theta, None, 2, 'floor', 0.5, 1.0, True)]:
         torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d.default, args)
     y = torch.randn(2, 4, 6, 7, device=device)
     torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_input.default,
-                          (y, x.detach(), weight.detach(), theta, 1, False, True))
-    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_weight.default,
-                          (y, x.detach(), weight.detach(), theta, 1, False))
+                          (y, x.detach(), weight.detach(), theta, 1, 'trunc', 0.5, 1.0, True))
+    for need_bias in (False, True):
+        torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_params.default,
+                              (y, x.detach(), weight.detach(), theta, 1, 'trunc', 0.5, 1.0, need_bias, False))
 
 
 @pytest.mark.parametrize('device', DEVICES)
@@ -273,8 +276,19 @@ def test_module_weight_shape_goes_to_the_op_as_it_is(device, rounding):
     nodes = [type(fn).__name__ for fn, _ in out.grad_fn.next_functions if fn is not None]
     assert nodes.count('AccumulateGrad') == 3 and 'ViewBackward0' not in nodes, nodes
     op = torch.ops.mmo1d.oriented_dwconv1d.default
-    torch.library.opcheck(op, (x, w4, theta, bias, 1, False, True))
-    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_weight.default,
-                          (grad_out, x.detach(), w4.detach(), theta, 1, False))
+    torch.library.opcheck(op, (x, w4, theta, bias, 1, rounding, 0.5, 1.0, True))
+    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_backward_params.default,
+                          (grad_out, x.detach(), w4.detach(), theta, 1, rounding, 0.5, 1.0, False, False))
     with pytest.raises(RuntimeError, match=r'weight must be \(C, K\) or \(C, 1, 1, K\), got shape \(5, 1, 7\)'):
-        op(x, weight.view(5, 1, 7), theta, bias, 1, False, False)
+        op(x, weight.view(5, 1, 7), theta, bias, 1, rounding, 0.5, 1.0, False)
+
+
+def test_torchscript_onnx_export_traces_without_warnings(tmp_path):
+    """The legacy (TorchScript) exporter traces sizes as values: the front must not branch on them."""
+    pytest.importorskip('onnx')
+    conv = OrientedDWConv1d(4, 5, residual=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', torch.jit.TracerWarning)
+        torch.onnx.export(conv, (torch.randn(1, 4, 8, 9), ), str(tmp_path / 'conv.onnx'), dynamo=False,
+                          opset_version=17)
+    assert (tmp_path / 'conv.onnx').stat().st_size > 0
