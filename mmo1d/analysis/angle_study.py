@@ -166,7 +166,9 @@ def draw_texture_angles(path: str,
         for i, angle in enumerate(orientations_deg):
             ax.axvline(math.fmod(angle, 180.0), color='C3', lw=1.2, label='texture orientations' if i == 0 else None)
         ax.set_xlim(edges[0], edges[-1])
-        ax.set_xticks([k * 180.0 / directions / 2 for k in range(2 * directions + 1)])
+        ticks = [k * 180.0 / directions / 2 for k in range(2 * directions + 1)]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f'{t:g}' for t in ticks])
         ax.tick_params(axis='x', labelsize=7)
         ax.set_ylabel('channels')
         ax.set_title(setting, fontsize=9)
