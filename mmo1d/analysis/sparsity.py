@@ -17,10 +17,11 @@ import re
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch import Tensor
+
+from mmo1d.utils import load_checkpoint_file
 
 from .plots import save_figure
 
@@ -150,8 +151,5 @@ def draw_sparsity(path: str, reports: Sequence[dict], names: Sequence[str], dpi:
 
 
 def load_state_dict(path: str) -> Mapping[str, Tensor]:
-    """Tensors of a checkpoint file (read with ``torch.load(weights_only=True)``)."""
-    checkpoint = torch.load(path, map_location='cpu', weights_only=True)
-    if not isinstance(checkpoint, Mapping):
-        raise TypeError(f'{path} holds a {type(checkpoint).__name__}, not a checkpoint dict')
-    return checkpoint_state_dict(checkpoint)
+    """Tensors of a checkpoint file (read with :func:`mmo1d.utils.load_checkpoint_file`)."""
+    return checkpoint_state_dict(load_checkpoint_file(path))

@@ -16,13 +16,22 @@ what such a checkpoint refers to, instead of turning the safe mode off:
   ``getattr(HistoryBuffer, 'min')``): :func:`history_buffer_getattr` resolves those and refuses
   every other attribute, so a checkpoint cannot reach other attributes through it;
 - numpy's array and scalar reconstructors, ``ndarray``, ``dtype`` and the ``numpy.dtypes``
-  classes (the type of each dtype instance, which unpickling builds).
+  classes (the type of each dtype instance, which unpickling builds);
+- ``argparse.Namespace``, in which the authors' and the official ConvNeXt training checkpoints keep
+  their arguments (``args``): an attribute holder, whose unpickling runs no code of its own.
 
 Everything else stays refused: a checkpoint still cannot run arbitrary code.
+
+:func:`load_checkpoint_file` is how mmo1d's tools read a checkpoint file themselves (the toolboxes'
+APIs read theirs through mmengine, with the same allow-list): one safe ``torch.load`` with errors that
+name the file and what is wrong with it.
 """
+import argparse
 import builtins
 import importlib
+import os.path as osp
 import pickle
+import re
 from typing import Any, Callable, List, Tuple, Union
 
 import numpy as np
@@ -81,13 +90,15 @@ def numpy_pickle_globals() -> List[SafeGlobal]:
 
 
 def mmengine_checkpoint_globals() -> List[SafeGlobal]:
-    """Everything beyond torch's defaults that an mmengine training checkpoint refers to.
+    """Everything beyond torch's defaults that an mmengine training checkpoint, or one of the
+    authors' or official ConvNeXt releases, refers to.
 
     Returns:
-        list: ``HistoryBuffer``, the restricted ``builtins.getattr`` and :func:`numpy_pickle_globals`.
+        list: ``HistoryBuffer``, the restricted ``builtins.getattr``, :func:`numpy_pickle_globals`
+        and ``argparse.Namespace``.
     """
     getattr_name = f'{builtins.__name__}.{builtins.getattr.__name__}'
-    return [HistoryBuffer, (history_buffer_getattr, getattr_name)] + numpy_pickle_globals()
+    return [HistoryBuffer, (history_buffer_getattr, getattr_name), argparse.Namespace] + numpy_pickle_globals()
 
 
 def allow_mmengine_checkpoints() -> None:
@@ -99,3 +110,47 @@ def allow_mmengine_checkpoints() -> None:
     add_safe_globals = getattr(torch.serialization, 'add_safe_globals', None)
     if add_safe_globals is not None:
         add_safe_globals(mmengine_checkpoint_globals())
+
+
+class CheckpointFileError(ValueError):
+    """A file that :func:`load_checkpoint_file` cannot take for a checkpoint; the message names it."""
+
+
+def load_checkpoint_file(path: str, map_location: str = 'cpu') -> dict:
+    """Read a checkpoint file with ``torch.load``'s safe mode and mmo1d's allow-list.
+
+    Args:
+        path (str): A local file written by ``torch.save``.
+        map_location (str): Where to put the tensors. Default: 'cpu'.
+
+    Returns:
+        dict: The checkpoint as saved (a state dict, or a dict holding one).
+
+    Raises:
+        FileNotFoundError: if ``path`` is not a file.
+        CheckpointFileError: if it is not a ``torch.save`` file (a text file, a truncated download),
+            refers to objects outside the allow-list, or holds something other than a dict.
+    """
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    allow_mmengine_checkpoints()
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        refused = re.search(r'GLOBAL (\S+) was not an allowed global', str(e))
+        if refused:
+            raise CheckpointFileError(
+                f'{path} refers to {refused.group(1)}, which a safe torch.load does not restore; if you trust '
+                'the file, read it with torch.load(path, weights_only=False) and save its tensors alone') from e
+        raise CheckpointFileError(f'{path} is not a PyTorch checkpoint (not a file written by torch.save)') from e
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever a file that is not a checkpoint makes torch.load raise
+        # The unpickler stops where the bytes stop making sense (a text file gives KeyError: <the code
+        # of its first letter>, IndexError...), the zip reader at a file cut short (RuntimeError).
+        cause = f': {str(e).split(". ")[0]}' if isinstance(e, RuntimeError) else ''
+        raise CheckpointFileError(f'{path} is not a PyTorch checkpoint (not a file written by torch.save, or '
+                                  f'one cut short{cause})') from e
+    if not isinstance(checkpoint, dict):
+        raise CheckpointFileError(f'{path} holds a {type(checkpoint).__name__}, not a checkpoint dict')
+    return checkpoint

@@ -1,4 +1,5 @@
 """mmo1d.analysis.sparsity: density of a known kernel, the blocks found in every naming, the tool."""
+import argparse
 import importlib.util
 import json
 from pathlib import Path
@@ -87,5 +88,27 @@ def test_tool_writes_json_and_figure(tmp_path):
     assert saved['T-2D++']['blocks'][0]['kernel_shape'] == [1, 5, 5]
     image = np.asarray(Image.open(out.with_suffix('.png')))
     assert image.shape[:2] == (380, 1100) and image.std() > 0
-    with pytest.raises(FileNotFoundError, match='checkpoint not found'):
+    with pytest.raises(SystemExit, match=f'^error: checkpoint not found: {tmp_path / "missing.pth"}$'):
         tool.main([str(tmp_path / 'missing.pth'), '--out', str(out)])
+
+
+def test_tool_reads_a_release_that_keeps_its_arguments(tmp_path):
+    """The authors' and official ConvNeXt checkpoints hold ``args`` (an argparse.Namespace) beside ``model``;
+    the tool reads them as the converter does, and refuses a file that is not a checkpoint in one line."""
+    spec = importlib.util.spec_from_file_location('analyze_sparsity', TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    model = tiny_model('1d')
+    with torch.no_grad():
+        for block in (b for stage in model.stages for b in stage):
+            block.depthwise_conv.weight.zero_()
+            block.depthwise_conv.weight[:, ..., 0] = 1.0  # one tap in 5 of every kernel
+    release = tmp_path / 'convnext_1d.pth'
+    torch.save({'model': model.state_dict(), 'epoch': 299, 'args': argparse.Namespace(model='convnext_1d', lr=4e-3)},
+               release)
+    reports = tool.main([str(release), '--out', str(tmp_path / 'sparsity')])
+    assert [s['pooled'] for s in reports['convnext_1d']['stages']] == pytest.approx([0.2] * 4)
+    notes = tmp_path / 'notes.pth'
+    notes.write_text('not a checkpoint\n')
+    with pytest.raises(SystemExit, match=f'^error: {notes} is not a PyTorch checkpoint'):
+        tool.main([str(notes), '--out', str(tmp_path / 'sparsity')])

@@ -19,6 +19,7 @@ import os.path as osp
 from typing import Dict, List, Optional
 
 from mmo1d.analysis import sparsity
+from mmo1d.utils import CheckpointFileError
 from mmo1d.utils.quiet import quiet_upstream
 
 
@@ -43,9 +44,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, dict]:
     names = args.names or [osp.splitext(osp.basename(p))[0] for p in args.checkpoints]
     reports = {}
     for name, path in zip(names, args.checkpoints):
-        if not osp.isfile(path):
-            raise FileNotFoundError(f'checkpoint not found: {path}')
-        reports[name] = dict(checkpoint=path, **sparsity.sparsity_report(sparsity.load_state_dict(path), args.fraction))
+        try:
+            state_dict = sparsity.load_state_dict(path)
+        except (FileNotFoundError, CheckpointFileError) as e:
+            raise SystemExit(f'error: {e}') from e
+        reports[name] = dict(checkpoint=path, **sparsity.sparsity_report(state_dict, args.fraction))
         stages = ', '.join(f"stage {s['stage']}: {s['pooled']:.3f}" for s in reports[name]['stages'])
         print(f'{name}: weights above {args.fraction:.0%} of the layer max, per stage: {stages}')
     os.makedirs(osp.dirname(args.out) or '.', exist_ok=True)

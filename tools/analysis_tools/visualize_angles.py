@@ -21,13 +21,13 @@ import os
 import os.path as osp
 from typing import Dict, List, Optional
 
-import torch
 from mmengine.config import Config
 from torch import Tensor
 
 from mmo1d.analysis import angles
 from mmo1d.models.utils import extract_state_dict
 from mmo1d.registry import MODELS
+from mmo1d.utils import load_checkpoint_file
 from mmo1d.utils.quiet import quiet_upstream
 
 
@@ -42,16 +42,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--out', required=True, help='output path without extension: writes OUT.json and OUT.png')
     parser.add_argument('--dpi', type=int, default=100)
     return parser.parse_args(argv)
-
-
-def load_checkpoint(path: str) -> dict:
-    """A checkpoint file, read with ``torch.load(weights_only=True)``."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    checkpoint = torch.load(path, map_location='cpu', weights_only=True)
-    if not isinstance(checkpoint, dict):
-        raise TypeError(f'{path} holds a {type(checkpoint).__name__}, not a checkpoint dict')
-    return checkpoint
 
 
 def model_config(checkpoint: dict, path: Optional[str]) -> Optional[Config]:
@@ -76,7 +66,7 @@ def config_initial_angles(cfg: Config) -> Dict[str, Tensor]:
 
 def main(argv: Optional[List[str]] = None) -> dict:
     args = parse_args(argv)
-    checkpoint = load_checkpoint(args.checkpoint)
+    checkpoint = load_checkpoint_file(args.checkpoint)
     prefix = args.prefix
     if prefix is None:
         keys = checkpoint.get('state_dict', checkpoint)
