@@ -252,3 +252,42 @@ def test_learned_angles_survive_the_conversion():
         assert not torch.equal(value, default[key[len('backbone.'):]]), key  # the angles did move
         assert torch.equal(result.backbone[key[len('backbone.'):]], value), key
         assert torch.equal(result.classifier[key], value), key
+
+
+def _tool_subprocess(args: list) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_bad_sources_end_in_one_error_line(tmp_path):
+    """A missing file, a text file, a wrong --variant, no EMA weights: one ``error:`` line (exit status 1)."""
+    text = tmp_path / 'notes.pth'
+    text.write_text('experiment notes, not weights\n')
+    official = tmp_path / 'official.pth'
+    torch.save({'model': _authors_layout(_official_sources().state_dict(), False)}, official)
+    cases = [
+        ([str(tmp_path / 'missing.pth')], f'error: checkpoint not found: {tmp_path / "missing.pth"}'),
+        ([str(text)], f'error: {text} is not a PyTorch checkpoint (not a file written by torch.save, or one cut '
+                      'short)'),
+        ([str(official), '--variant', '1d'],
+         f"error: {official}: the source is a '2d' model; it converts into '2d' or '2dpp', not '1d'"),
+        ([str(official), '--ema'], f"error: {official}: no EMA weights (model_ema / state_dict_ema / "
+                                   "ema_state_dict) in the checkpoint; it has ['model']"),
+    ]
+    for args, line in cases:
+        with pytest.raises(SystemExit) as error:
+            convert_tool.main(args + ['--backbone-out', str(tmp_path / 'out.pth')])
+        assert str(error.value) == line
+    assert not (tmp_path / 'out.pth').exists()
+
+
+def test_new_2dpp_branches_are_named_once(tmp_path):
+    """A 2D source into 2D++: the new branches keep their initialisation, said once (count and examples)."""
+    path = tmp_path / 'official.pth'
+    torch.save({'model': _authors_layout(_official_sources().state_dict(), False)}, path)
+    proc = _tool_subprocess([str(path), '--variant', '2dpp', '--backbone-out', str(tmp_path / 'out.pth')])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    output = proc.stdout + proc.stderr
+    fresh = 2 * sum(ARCH['depths'])
+    assert output.count(f'{fresh} tensors are not in the checkpoint and keep their initial values') == 1, output
+    assert output.count('stages.0.0.mid_conv.weight') == 1, output
+    assert "variant='2dpp'" in output and f'wrote {tmp_path / "out.pth"}' in output

@@ -29,6 +29,7 @@ from mmo1d.models.convert import (
     detect_source_format,
     select_state_dict,
 )
+from mmo1d.utils import CheckpointFileError, load_checkpoint_file
 from mmo1d.utils.quiet import quiet_upstream
 
 
@@ -51,16 +52,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def load_source(path: str) -> dict:
-    """Load a checkpoint without running arbitrary pickled code.
-
-    Training checkpoints of the authors and of official ConvNeXt also hold their ``argparse``
-    arguments, which are allowed explicitly.
-    """
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        return torch.load(path, map_location='cpu', weights_only=True)
-
-
 def save(state_dict: dict, path: str, meta: dict) -> None:
     os.makedirs(osp.dirname(osp.abspath(path)), exist_ok=True)
     torch.save({'state_dict': state_dict, 'meta': meta}, path)
@@ -69,12 +60,20 @@ def save(state_dict: dict, path: str, meta: dict) -> None:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    source = select_state_dict(load_source(args.src), ema=args.ema)
+    # Every way a source can be wrong ends in one line: the file, then what is wrong with it.
+    try:
+        source = select_state_dict(load_checkpoint_file(args.src), ema=args.ema)
+    except (FileNotFoundError, CheckpointFileError) as e:
+        raise SystemExit(f'error: {e}') from e
+    except KeyError as e:
+        raise SystemExit(f'error: {args.src}: {e.args[0]}') from e
     try:
         src_format = args.src_format or detect_source_format(source)
         result = convert_state_dict(source, src_format, args.variant, args.mid_kernel_size)
     except SourceLayoutError as e:
         raise SystemExit(f'error: {args.src}: {e}') from e
+    except (KeyError, ValueError, RuntimeError) as e:
+        raise SystemExit(f'error: {args.src}: {e.args[0] if isinstance(e, KeyError) else e}') from e
     arch = arch_name(result.arch)
     meta = dict(source=osp.basename(args.src), source_format=src_format, ema=args.ema, arch=arch,
                 variant=result.variant, kernel_sizes=result.kernel_sizes,
@@ -82,10 +81,6 @@ def main(argv=None) -> None:
     print(f'source format {src_format!r}' + ('' if args.src_format else ' (told from the keys)'))
     print(f'arch={arch} variant={result.variant!r} kernel_sizes={result.kernel_sizes} '
           f'stem_kernel_size={result.stem_kernel_size}')
-    if result.fresh:
-        print(f'{len(result.fresh)} tensors are not in the source and keep their initialisation:')
-        for key in result.fresh:
-            print(f'  {key}')
     if args.backbone_out:
         save(result.backbone, args.backbone_out, meta)
     if args.classifier_out:

@@ -174,6 +174,7 @@ def adapt_state_dict(model: nn.Module,
     missing = []
     needed = []
     own_angles = []
+    initial = []
     for key in target:
         if key.endswith('.theta') and key[:-len('theta')] + 'weight' in oriented:
             if key not in state_dict:
@@ -181,8 +182,7 @@ def adapt_state_dict(model: nn.Module,
             continue
         if optional(key):
             if key not in state_dict:
-                print_log(f'pretrained: {key} is not in the checkpoint and keeps its initial value',
-                          logger=logger)
+                initial.append(key)
             continue
         needed.append(key)
         if key not in state_dict:
@@ -202,6 +202,9 @@ def adapt_state_dict(model: nn.Module,
             lines.append(f'{fit[1]} of the model\'s {len(needed)} keys are in the checkpoint under '
                          f'{whole!r}: did you mean prefix={whole!r}?')
         raise RuntimeError(f'the checkpoint does not fit {type(model).__name__}: ' + ' | '.join(lines))
+    if initial:
+        print_log(f'pretrained: {len(initial)} tensors are not in the checkpoint and keep their initial values: '
+                  f'{_examples(initial)}', logger=logger)
     if own_angles:
         print_log(f'pretrained: {len(own_angles)} angle tensors are not in the checkpoint and keep the model\'s '
                   f'directions: {_examples(own_angles)}', logger=logger)
