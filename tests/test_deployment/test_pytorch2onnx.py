@@ -50,6 +50,33 @@ def test_classifier_from_checkpoint(tmp_path):
     assert max_abs_difference([expected], run_onnxruntime(str(out), [x[:1]])) < 1e-4
 
 
+def test_a_checkpoint_that_does_not_fit_the_config_is_refused(tmp_path):
+    """Another head size and another depth: one error that counts each misfit, no ONNX file, exit status 1."""
+    from mmpretrain.apis import init_model
+
+    def tiny(name: str, depths: list, num_classes: int) -> Path:
+        config = tmp_path / f'{name}.py'
+        config.write_text(f"_base_ = ['{CLS_CONFIG}']\n"
+                          f"arch = dict(_delete_=True, depths={depths}, channels=[8, 8, 16, 16])\n"
+                          "model = dict(backbone=dict(arch=arch, stem_channels=8),\n"
+                          f"             head=dict(in_channels=16, num_classes={num_classes}))\n")
+        return config
+
+    config = tiny('five', [1, 1, 1, 1], 5)
+    other = init_model(Config.fromfile(str(tiny('seven', [1, 1, 2, 1], 7))), device='cpu')
+    checkpoint = tmp_path / 'seven.pth'
+    torch.save({'state_dict': other.state_dict(), 'meta': {}}, checkpoint)
+    out = tmp_path / 'cls.onnx'
+    with pytest.raises(SystemExit) as error:
+        pytorch2onnx.main([str(config), str(checkpoint), '--out', str(out), '--shape', '32', '32'])
+    message = str(error.value)
+    extra = [k for k in other.state_dict() if k.startswith('backbone.stages.2.1.')]
+    assert message.startswith(f'error: {checkpoint} does not fit ImageClassifier: {len(extra)} unexpected keys: '
+                              f'{extra[:3]} and {len(extra) - 3} more | 2 mismatched '
+                              'tensors: head.fc.weight (checkpoint (7, 16), model (5, 16)); head.fc.bias'), message
+    assert '\n' not in message and not out.exists()
+
+
 def test_segmentor_whole_model(tmp_path, capsys):
     out = tmp_path / 'seg.onnx'
     diff = pytorch2onnx.main([str(SEG_CONFIG), '--out', str(out), '--shape', '64', '64'])

@@ -7,6 +7,9 @@ What is exported, by the config's ``default_scope``:
   the input size (the whole-image inference of UperNet with its auxiliary head dropped);
 - with ``--backbone``, any config (mmdet's included): ``model.backbone(x)``, one output per stage.
 
+The checkpoint must hold exactly the model's tensors (keys and shapes): one that does not fit the
+config is refused with the counts and a few keys of each misfit, never exported with random weights.
+
 The graph input is the preprocessed image batch (N, 3, H, W): mean/std normalisation, channel order
 and resizing are left outside, as in mmdeploy. The ONNX model is run with ONNX Runtime on the CPU
 on a random input, and the largest absolute difference from PyTorch is printed; the script fails
@@ -35,6 +38,8 @@ from mmo1d.deployment import (
     record_adaptive_pools,
     run_onnxruntime,
 )
+from mmo1d.models.utils.checkpoint import load_exact
+from mmo1d.utils import CheckpointFileError
 from mmo1d.utils.quiet import quiet_upstream
 
 SCOPES = ('mmpretrain', 'mmseg', 'mmdet')
@@ -89,6 +94,9 @@ def build_model(cfg: Config, checkpoint: Optional[str], backbone: bool) -> Tuple
 
     Returns:
         tuple[nn.Module, str]: the module and the config's default scope.
+
+    Raises:
+        SystemExit: ``error: ...`` when the checkpoint cannot be read or does not fit the model.
     """
     scope = cfg.get('default_scope')
     if scope not in SCOPES:
@@ -96,15 +104,22 @@ def build_model(cfg: Config, checkpoint: Optional[str], backbone: bool) -> Tuple
     if scope == 'mmdet' and not backbone:
         raise ValueError('a whole detector needs mmdeploy\'s rewrites of its post-processing to export '
                          '(docs/deployment.md); pass --backbone to export its backbone')
+    # Built without the checkpoint: the toolboxes' loaders take what fits and only log the rest.
     if scope == 'mmpretrain':
         from mmpretrain.apis import init_model
-        model = init_model(cfg, checkpoint, device='cpu')
+        model = init_model(cfg, None, device='cpu')
     elif scope == 'mmseg':
         from mmseg.apis import init_model
-        model = init_model(cfg, checkpoint, device='cpu')
+        model = init_model(cfg, None, device='cpu')
     else:
         from mmdet.apis import init_detector
-        model = init_detector(cfg, checkpoint, device='cpu')
+        model = init_detector(cfg, None, device='cpu')
+    if checkpoint is not None:
+        try:
+            loaded = load_exact(model, checkpoint)
+        except (FileNotFoundError, CheckpointFileError, RuntimeError, ValueError, TypeError) as e:
+            raise SystemExit(f'error: {e}') from e
+        print(f'loaded {loaded} tensors from {checkpoint}')
     model = revert_sync_batchnorm(model).eval()
     if backbone:
         return model.backbone, scope

@@ -11,7 +11,8 @@ fixed-angle checkpoint gives a learnable model its starting angles; a checkpoint
 (the authors' downstream backbones) leaves the model's own. Everything else must match exactly: a
 checkpoint that does not fit is an error that counts the keys and names a few of them, never a
 silent partial load; when the keys would fit under a prefix (a whole detector's ``backbone.*``),
-the error names it.
+the error names it. :func:`load_exact` is the strict counterpart for a whole model and its own
+checkpoint (what a deployment exports): every key and shape must match, kernels included.
 """
 import math
 import re
@@ -24,6 +25,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import Tensor, nn
 
 from mmo1d.ops import OrientedDWConv1d
+from mmo1d.utils import load_checkpoint_file
 
 
 def resize_oriented_kernel(weight: Tensor, kernel_size: int) -> Tensor:
@@ -85,6 +87,19 @@ def _examples(items: List[str], join: Callable[[List[str]], str] = str) -> str:
     """The first few items of a list, joined, and how many more there are."""
     more = len(items) - _EXAMPLES
     return join(items[:_EXAMPLES]) + (f' and {more} more' if more > 0 else '')
+
+
+def _misfits(missing: List[str], unexpected: List[str], mismatched: Dict[str, str]) -> List[str]:
+    """One phrase per kind of misfit between a checkpoint and a model: a count and a few keys."""
+    lines = []
+    if missing:
+        lines.append(f'{len(missing)} missing keys: {_examples(missing)}')
+    if unexpected:
+        lines.append(f'{len(unexpected)} unexpected keys: {_examples(unexpected)}')
+    if mismatched:
+        details = [f'{k} ({why})' for k, why in mismatched.items()]
+        lines.append(f'{len(mismatched)} mismatched tensors: {_examples(details, "; ".join)}')
+    return lines
 
 
 def _fitting_prefix(keys: List[str], needed: List[str]) -> Optional[Tuple[str, int]]:
@@ -188,14 +203,7 @@ def adapt_state_dict(model: nn.Module,
         if key not in state_dict:
             missing.append(key)
     if unexpected or missing or mismatched:
-        lines = []
-        if missing:
-            lines.append(f'{len(missing)} missing keys: {_examples(missing)}')
-        if unexpected:
-            lines.append(f'{len(unexpected)} unexpected keys: {_examples(unexpected)}')
-        if mismatched:
-            details = [f'{k} ({why})' for k, why in mismatched.items()]
-            lines.append(f'{len(mismatched)} mismatched tensors: {_examples(details, "; ".join)}')
+        lines = _misfits(missing, unexpected, mismatched)
         fit = _fitting_prefix(list(state_dict), needed) if missing else None
         if fit is not None:
             whole = (prefix if not prefix or prefix.endswith('.') else prefix + '.') + fit[0]
@@ -235,3 +243,35 @@ def load_pretrained(model: nn.Module,
     state_dict = adapt_state_dict(model, extract_state_dict(checkpoint, prefix), optional, logger, prefix or '')
     model.load_state_dict(state_dict, strict=False)
     print_log(f'pretrained: loaded {len(state_dict)} tensors from {filename}', logger=logger)
+
+
+def load_exact(model: nn.Module, filename: str) -> int:
+    """Load a checkpoint that must hold exactly the model's tensors, with the model's shapes.
+
+    Args:
+        model (nn.Module): Target model.
+        filename (str): Local checkpoint file (read by :func:`mmo1d.utils.load_checkpoint_file`), or
+            a URL that mmengine's ``CheckpointLoader`` reads.
+
+    Returns:
+        int: How many tensors were loaded.
+
+    Raises:
+        RuntimeError: when keys are missing or unexpected or shapes differ: the counts and a few
+            keys of each kind (nothing is loaded then).
+    """
+    if '://' in filename:
+        checkpoint = CheckpointLoader.load_checkpoint(filename, map_location='cpu')
+    else:
+        checkpoint = load_checkpoint_file(filename)
+    state_dict = extract_state_dict(checkpoint)
+    target = model.state_dict()
+    missing = [k for k in target if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in target]
+    mismatched = {k: f'checkpoint {tuple(v.shape)}, model {tuple(target[k].shape)}' for k, v in state_dict.items()
+                  if k in target and v.shape != target[k].shape}
+    if missing or unexpected or mismatched:
+        raise RuntimeError(f'{filename} does not fit {type(model).__name__}: '
+                           + ' | '.join(_misfits(missing, unexpected, mismatched)))
+    model.load_state_dict(state_dict, strict=True)
+    return len(state_dict)
