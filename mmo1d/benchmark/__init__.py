@@ -2,7 +2,8 @@
 
 Timing (torch only): :mod:`~mmo1d.benchmark.timing` (every timing loop: CUDA events, wall clock, host time
 per call, interleaved rounds, peak memory, copy bandwidth, CUDA graphs; the environment record of a results
-file), :mod:`~mmo1d.benchmark.kernels` (GPU kernel time of a step from ``torch.profiler``).
+file), :mod:`~mmo1d.benchmark.kernels` (GPU kernel time of a step from ``torch.profiler``). Names of the results
+files: :mod:`~mmo1d.benchmark.names` (``<benchmark>[_<configuration>]_<machine tag>``, e.g. ``op_h100``).
 
 The op benchmark (``benchmark_op.py``, torch only): :mod:`~mmo1d.benchmark.op_inputs` (tensors, angles,
 timed steps), :mod:`~mmo1d.benchmark.op_baselines` with :mod:`~mmo1d.benchmark.op_tables` and

@@ -2,7 +2,6 @@
 which keeps each run under a label (e.g. ``before`` and ``after`` a kernel change)."""
 import json
 import os.path as osp
-import re
 from typing import Dict, List
 
 from .op_baselines import BASELINE_PASSES
@@ -85,15 +84,33 @@ def summarize(runs: Dict[str, Dict]) -> str:
     return '\n'.join(lines)
 
 
-def results_name(cpu: str) -> str:
-    """``cpu_op_<cpu model>`` with every run of characters other than letters and digits as ``_``."""
-    name = re.sub(r'[^A-Za-z0-9]+', '_', cpu).strip('_')
-    return f"cpu_op_{name or 'cpu'}"
+def check_same_cpu(stem: str, label: str, cpu: str) -> None:
+    """Refuse to add a run on ``cpu`` under ``label`` to ``<stem>.json`` if the file holds a run under
+    another label on another CPU model: the runs of a file are compared with each other.
+
+    Raises:
+        ValueError: naming the file, its runs' CPUs and this one.
+    """
+    if not osp.exists(stem + '.json'):
+        return
+    with open(stem + '.json') as f:
+        runs = json.load(f)['runs']
+    others = {name: run['env']['cpu'] for name, run in runs.items() if name != label and run['env']['cpu'] != cpu}
+    if others:
+        held = ', '.join(f'{name} on {model}' for name, model in others.items())
+        raise ValueError(f'{stem}.json holds runs on another CPU ({held}); this run is on {cpu}: give another '
+                         '--out-dir or --config-name, or remove the file')
 
 
 def add_run(stem: str, label: str, result: Dict) -> Dict[str, Dict]:
     """Store ``result`` under ``label`` in ``<stem>.json`` (a label run again replaces its run and moves
-    last) and write ``<stem>.md`` from every run of the file; return the runs."""
+    last) and write ``<stem>.md`` from every run of the file; return the runs.
+
+    Raises:
+        ValueError: if the file holds a run on another CPU model (:func:`check_same_cpu`; the file is
+            not changed).
+    """
+    check_same_cpu(stem, label, result['env']['cpu'])
     runs: Dict[str, Dict] = {}
     if osp.exists(stem + '.json'):
         with open(stem + '.json') as f:

@@ -192,10 +192,10 @@ def env_info(args: argparse.Namespace, bandwidth: Optional[float]) -> Dict:
             'copy_bandwidth_GBps': None if bandwidth is None else round(bandwidth, 1)}
 
 
-def write_results(result: Dict, out_dir: str) -> Tuple[str, str]:
-    """``interp_speed.json`` (everything) and ``interp_speed.md`` (:func:`summarize`) in ``out_dir``."""
-    os.makedirs(out_dir, exist_ok=True)
-    json_path, md_path = osp.join(out_dir, 'interp_speed.json'), osp.join(out_dir, 'interp_speed.md')
+def write_results(result: Dict, stem: str) -> Tuple[str, str]:
+    """``<stem>.json`` (everything) and ``<stem>.md`` (:func:`summarize`), its folder made if missing."""
+    os.makedirs(osp.dirname(stem) or '.', exist_ok=True)
+    json_path, md_path = stem + '.json', stem + '.md'
     with open(json_path, 'w') as f:
         json.dump(result, f, indent=1)
     with open(md_path, 'w') as f:

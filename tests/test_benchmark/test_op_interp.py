@@ -122,8 +122,9 @@ def test_tables_and_files(tmp_path):
     spread = f'{1.2 / 0.9:.2f}'
     assert (f'| float32, nchw | trunc | 1.000 | 2.000 | {spread} / {spread} | 1000.0 | trunc_fwd / trunc_bi / '
             'trunc_bw |') in md
-    json_path, md_path = op_interp.write_results(result, str(tmp_path / 'learnable'))
-    assert Path(json_path).name == 'interp_speed.json' and Path(md_path).name == 'interp_speed.md'
+    json_path, md_path = op_interp.write_results(result, str(tmp_path / 'new' / 'interp_speed_x'))
+    assert (json_path, md_path) == (str(tmp_path / 'new' / 'interp_speed_x.json'),
+                                    str(tmp_path / 'new' / 'interp_speed_x.md'))
     saved = json.loads(Path(json_path).read_text())
     assert saved['ratios'] == result['ratios'] and saved['records'][0]['paths']['forward'] == 'trunc_fwd'
     assert Path(md_path).read_text() == md + '\n'

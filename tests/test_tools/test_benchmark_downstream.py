@@ -56,7 +56,8 @@ def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path):
 
     _run([TOOL, '--device', 'cpu', '--dry-run', '--in-process', '--configs', *DEFAULT_RUNS, '--data-root',
           demo_data, '--out-dir', tmp_path], REPO)
-    result = json.loads((tmp_path / 'downstream_cpu_dry-run.json').read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['downstream_dry_run_cpu.json', 'downstream_dry_run_cpu.md']
+    result = json.loads((tmp_path / 'downstream_dry_run_cpu.json').read_text())
     assert result['env']['dry_run'] and '--dry-run' in result['env']['command']
     records = {r['name']: r for r in result['records']}
     assert list(records) == list(DEFAULT_RUNS)
@@ -84,7 +85,7 @@ def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path):
             assert all(max(hw) <= 512 for hw in sizes)
         else:  # short side 480-800 after the multi-scale resize (both branches end with it)
             assert all(480 <= min(hw) <= 800 for hw in sizes)
-    md = (tmp_path / 'downstream_cpu_dry-run.md').read_text()
+    md = (tmp_path / 'downstream_dry_run_cpu.md').read_text()
     assert '| seg-stock: `mmseg::convnext/convnext-tiny_upernet_8xb2-amp-160k_ade20k-512x512.py` | ' \
            'mmpretrain.ConvNeXt (3-3-9-3) | float16 | (dry run) |' in md
 

@@ -38,8 +38,8 @@ def test_no_gpu_message():
 def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
     """The output folder is made before the timed run (a missing one used to fail after it)."""
     out = tmp_path / 'new' / 'dir'
-    env = {'gpu': 'Test GPU', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51, 'rounds': 3,
-           'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_layer_norm.py'}
+    env = {'gpu': 'NVIDIA H100 80GB HBM3', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51,
+           'rounds': 3, 'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_layer_norm.py'}
 
     def fake_run(args):
         assert out.is_dir()
@@ -47,4 +47,4 @@ def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, 'run', fake_run)
     bench.main(['--out-dir', str(out)])
-    assert sorted(p.name for p in out.iterdir()) == ['layer_norm_Test_GPU.json', 'layer_norm_Test_GPU.md']
+    assert sorted(p.name for p in out.iterdir()) == ['layer_norm_h100.json', 'layer_norm_h100.md']

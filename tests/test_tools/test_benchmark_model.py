@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from torch import nn
 
 TOOL = Path(__file__).resolve().parents[2] / 'tools' / 'analysis_tools' / 'benchmark_model.py'
 _spec = importlib.util.spec_from_file_location('benchmark_model', TOOL)
@@ -22,7 +23,7 @@ def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, 'timm', None)
     result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '64', '--archs', 'tiny',
                                   '--variants', '1dpp', '--repeats', '1', '--rounds', '3', '--warmup', '0',
-                                  '--out-dir', str(tmp_path)])
+                                  '--out-dir', str(tmp_path)])['tiny']
     out = capsys.readouterr().out
     assert 'timm is not installed: skipping the timm ConvNeXt baseline' in out
     records = result['records']
@@ -37,10 +38,12 @@ def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     assert list(scaled) == [('fp16', 'train')]
     scale = scaled['fp16', 'train']
     assert 0 < scale <= 2.0**16 and math.log2(scale) == int(math.log2(scale))
-    saved = json.loads((tmp_path / 'models_cpu.json').read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['models_tiny_cpu.json', 'models_tiny_cpu.md',
+                                                          'models_tiny_cpu.png']
+    saved = json.loads((tmp_path / 'models_tiny_cpu.json').read_text())
     assert saved['records'] == records and saved['env']['gpu'] == 'cpu' and saved['env']['timm'] is None
     assert saved['env']['command'].startswith('python ')
-    md = (tmp_path / 'models_cpu.md').read_text()
+    md = (tmp_path / 'models_tiny_cpu.md').read_text()
     assert '| ConvNeXt-T-1D++ (mmo1d) |' in md and '## bf16' in md and '## fp16' in md and 'timm not installed' in md
     assert f"Command: `{saved['env']['command']}`" in md
 
@@ -264,7 +267,7 @@ def test_cpu_run_with_kernel_times_and_cuda_graph(tmp_path, monkeypatch):
     result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '32', '--archs', 'tiny',
                                   '--variants', '1dpp', '--modes', 'fp32', 'bf16', '--passes', 'train',
                                   '--repeats', '1', '--rounds', '2', '--warmup', '0', '--kernel-times',
-                                  '--kernel-steps', '2', '--cuda-graph', '--out-dir', str(tmp_path)])
+                                  '--kernel-steps', '2', '--cuda-graph', '--out-dir', str(tmp_path)])['tiny']
     records = result['records']
     assert [(r['mode'], r['pass']) for r in records] == [('fp32', 'train'), ('bf16', 'train')]
     assert profiled == [2, 2] and captures == ['cpu', 'cpu']  # the last round profiled; a failed capture once
@@ -275,12 +278,12 @@ def test_cpu_run_with_kernel_times_and_cuda_graph(tmp_path, monkeypatch):
         assert rec['graph_error'] == 'RuntimeError: CUDA graphs need a CUDA device (--device cuda)'
     env = result['env']
     assert env['passes'] == ['train'] and env['kernel_steps'] == 2 and env['cuda_graph'] is True
-    saved = json.loads((tmp_path / 'models_cpu.json').read_text())
+    saved = json.loads((tmp_path / 'models_tiny_cpu.json').read_text())
     assert saved['records'] == records
-    md = (tmp_path / 'models_cpu.md').read_text()
+    md = (tmp_path / 'models_tiny_cpu.md').read_text()
     assert '| ConvNeXt-T-1D++ (mmo1d) | - | ' in md  # no inference timed
     assert '| ConvNeXt-T-1D++ (mmo1d) | - | 1.50 | - | - | - | - | - | - |' in md
-    assert '## Failed cases' in md and (tmp_path / 'models_cpu.png').is_file()
+    assert '## Failed cases' in md and (tmp_path / 'models_tiny_cpu.png').is_file()
 
 
 def test_no_gpu_message_with_the_new_options():
@@ -288,3 +291,34 @@ def test_no_gpu_message_with_the_new_options():
         pytest.skip('a GPU is present')
     with pytest.raises(SystemExit, match='no CUDA device'):
         benchmark_tool.main(['--archs', 'tiny', '--kernel-times', '--cuda-graph'])
+
+
+@pytest.mark.parametrize('arch, variants, device, name', [
+    ('tiny', ['2d', '1d', '1dpp', '2dpp'], 'NVIDIA H100 80GB HBM3', 'models_tiny_h100'),
+    ('base', ['2d', '1d', '1dpp', '2dpp'], 'NVIDIA H100 80GB HBM3', 'models_base_h100'),
+    ('tiny', ['1d', '1d-la'], 'NVIDIA H200', 'models_tiny_la_h200'),
+    ('tiny', ['1dpp'], 'cpu', 'models_tiny_cpu'),
+])
+def test_results_names(arch, variants, device, name):
+    """The names benchmarks/README.md indexes (models_tiny_h100.json, models_tiny_la_h200.json, ...)."""
+    assert benchmark_tool.results_name(arch, variants, device) == name
+
+
+def test_each_size_gets_its_own_files(tmp_path, monkeypatch):
+    """A run of both sizes writes one set of files per size, each with that size's models only (a small
+    stand-in network for every model keeps it quick)."""
+    def small_classifier(config_dir, arch, variant):
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 1000))
+
+    monkeypatch.setattr(benchmark_tool, 'build_classifier', small_classifier)
+    results = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '16', '--archs', 'tiny',
+                                   'base', '--variants', '1d', '1d-la', '--modes', 'fp32', '--passes', 'infer',
+                                   '--repeats', '1', '--rounds', '1', '--warmup', '0', '--no-timm',
+                                   '--out-dir', str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f'models_{arch}_la_cpu.{ext}' for arch in ('tiny', 'base') for ext in ('json', 'md', 'png'))
+    for arch, letter in (('tiny', 'T'), ('base', 'B')):
+        saved = json.loads((tmp_path / f'models_{arch}_la_cpu.json').read_text())
+        assert saved == results[arch]
+        assert [r['model'] for r in saved['records']] == [f'ConvNeXt-{letter}-1D (mmo1d)',
+                                                          f'ConvNeXt-{letter}-1D-la (mmo1d)']

@@ -38,7 +38,7 @@ def test_defaults_of_each_measurement():
     interp = bench.parse_args(['--rounding', 'bilinear', 'gaussian'])
     assert (interp.channels, interp.sizes, interp.kernel_sizes, interp.repeats, interp.rounds) == (None, [56], [31],
                                                                                                    30, 6)
-    assert interp.angle_jitter == 0.05 and interp.out_dir == 'benchmarks/results/learnable'
+    assert interp.angle_jitter == 0.05 and interp.out_dir == 'benchmarks/results'
     passes = bench.parse_args(['--passes', 'fwd', 'bwd_input', 'bwd_weight', '--layouts', 'channels_last',
                                '--angles', '0', 'mixed8'])
     assert passes.angle_jitter == 0.0 and passes.angles == [0.0, 'mixed8']
@@ -57,6 +57,7 @@ def test_defaults_of_each_measurement():
     (['--angles', 'diagonal'], "an angle is degrees or 'mixed8'"),
     (['--ab', 'old', '--records-out', 'x.json'], 'leave out --records-out'),
     (['--rounds', '0'], 'must be >= 1'),
+    (['--rounding', 'bilinear', '--angle-jitter', '-0.1'], '--angle-jitter must be >= 0, got -0.1'),
 ])
 def test_options_that_do_not_fit(argv, message, capsys):
     with pytest.raises(SystemExit) as err:
@@ -75,7 +76,8 @@ def test_no_gpu_message(tmp_path):
 def test_cpu_runs_per_label_and_ratios(tmp_path):
     for label in ('before', 'after', 'before'):
         bench.main(TINY + ['--label', label, '--out-dir', str(tmp_path)])
-    (json_path, ) = tmp_path.glob('cpu_op_*.json')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['op_cpu.json', 'op_cpu.md']
+    json_path = tmp_path / 'op_cpu.json'
     runs = json.loads(json_path.read_text())['runs']
     assert list(runs) == ['after', 'before']  # the repeated label replaced its run and moved last
     angles = [0.0, 22.5, 45.0, 90.0]
@@ -104,14 +106,18 @@ def test_cpu_runs_per_label_and_ratios(tmp_path):
 
 
 @pytest.mark.parametrize('extra, stem, impls', [
-    (['--rounding', 'gaussian', '--kernel-sizes', '5'], 'interp_speed', {'trunc', 'gaussian'}),
-    (['--passes', 'bwd_weight', '--rounding', 'trunc', 'bilinear'], 'op_passes_cpu', {'mmo1d'}),
-    (['--host-time', '--kernel-sizes', '5', '--repeats', '3'], 'host_time_cpu',
+    (['--rounding', 'gaussian', '--kernel-sizes', '5'], 'interp_speed_cpu', {'trunc', 'gaussian'}),
+    (['--rounding', 'gaussian', '--kernel-sizes', '5', '--angle-jitter', '0'], 'interp_speed_jitter0_cpu',
+     {'trunc', 'gaussian'}),
+    (['--passes', 'bwd_weight', '--rounding', 'trunc', 'bilinear'], 'interp_passes_cpu', {'mmo1d'}),
+    (['--passes', 'bwd_weight', '--kernel-sizes', '5', '--config-name', 'k5'], 'op_passes_k5_cpu', {'mmo1d'}),
+    (['--host-time', '--kernel-sizes', '5', '--repeats', '3'], 'op_host_time_cpu',
      {'conv2d_1xK', 'conv2d_7x7', 'mmo1d', 'empty_like'}),
 ])
 def test_each_measurement_writes_its_files(extra, stem, impls, tmp_path):
     bench.main(['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '--threads', '1', '--repeats',
                 '2', '--rounds', '1', '--warmup', '0', '--dtypes', 'float32', '--out-dir', str(tmp_path)] + extra)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f'{stem}.json', f'{stem}.md']
     result = json.loads((tmp_path / f'{stem}.json').read_text())
     assert {r['impl'] for r in result['records']} == impls
     assert (tmp_path / f'{stem}.md').read_text().startswith('# ')
@@ -148,5 +154,40 @@ def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, 'run', fake_run)
     bench.main(['--out-dir', str(out)])
-    assert sorted(p.name for p in out.iterdir()) == ['Test_GPU.json', 'Test_GPU.md', 'Test_GPU.png']
-    assert json.loads((out / 'Test_GPU.json').read_text())['records'] == records
+    assert sorted(p.name for p in out.iterdir()) == ['op_testgpu.json', 'op_testgpu.md', 'op_testgpu.png']
+    assert json.loads((out / 'op_testgpu.json').read_text())['records'] == records
+
+
+@pytest.mark.parametrize('argv, gpu, ab, stem', [
+    ([], 'NVIDIA H100 80GB HBM3', False, 'op_h100'),
+    (['--batch', '64', '--channels', '384', '--sizes', '56', '--dtypes', 'bfloat16', 'float16', '--kernel-sizes', '31',
+      '--config-name', 'pp_conv'], 'NVIDIA H100 80GB HBM3', False, 'op_pp_conv_h100'),
+    (['--device', 'cpu'], None, False, 'op_cpu'),
+    (['--rounding', 'bilinear', 'gaussian'], 'NVIDIA H200', False, 'interp_speed_h200'),
+    (['--rounding', 'bilinear', 'gaussian', '--angle-jitter', '0'], 'NVIDIA H200', False, 'interp_speed_jitter0_h200'),
+    (['--rounding', 'bilinear', '--angle-jitter', '0.1'], 'NVIDIA H200', False, 'interp_speed_jitter0.1_h200'),
+    (['--rounding', 'bilinear', '--angle-jitter', '1e-5'], 'NVIDIA H200', False, 'interp_speed_jitter0.00001_h200'),
+    (['--passes', 'fwd', 'bwd_input', 'bwd_weight', '--rounding', 'trunc', 'bilinear', 'gaussian'], 'NVIDIA H200',
+     False, 'interp_passes_h200'),
+    (['--passes', 'fwd', 'bwd_input', 'bwd_weight'], 'NVIDIA H100 80GB HBM3', True, 'op_passes_ab_h100'),
+    (['--passes', 'bwd_weight', '--config-name', 'nchw_weight_merge'], 'NVIDIA H100 80GB HBM3', True,
+     'op_passes_nchw_weight_merge_ab_h100'),
+    (['--host-time'], 'NVIDIA GeForce RTX 4090', False, 'op_host_time_rtx4090'),
+])
+def test_results_names(argv, gpu, ab, stem):
+    """The names benchmarks/README.md indexes: benchmark, configuration, machine tag."""
+    assert bench.results_stem(bench.parse_args(argv), {'gpu': gpu}, ab=ab) == stem
+
+
+def test_config_name_must_fit_a_file_name(capsys):
+    with pytest.raises(SystemExit) as err:
+        bench.parse_args(['--config-name', 'PP conv'])
+    assert err.value.code == 2 and "'PP conv' cannot be part of a results file name" in capsys.readouterr().err
+
+
+def test_cpu_runs_of_another_cpu_are_not_mixed(tmp_path):
+    """A results file compares its runs: one on another CPU is refused before anything is timed."""
+    (tmp_path / 'op_cpu.json').write_text(json.dumps({'runs': {'before': {'env': {'cpu': 'Other CPU 9000'}}}}))
+    with pytest.raises(SystemExit, match=r'holds runs on another CPU \(before on Other CPU 9000\)'):
+        bench.main(TINY + ['--label', 'after', '--out-dir', str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['op_cpu.json']

@@ -67,3 +67,12 @@ def test_ncu_sass_page(tmp_path):
     out = profile_tool.main(['--ncu-sass', str(path), '--top', '1']).splitlines()
     assert out[:2] == ['void k()', '20 warp instructions executed, 11 stall samples']
     assert out[4].split()[:4] == ['1-2', '2', '8', '80.0%'] and out[-1].split()[:3] == ['0', '9', 'LDG']
+
+
+@pytest.mark.parametrize('archs, variants, device, name', [
+    (['tiny'], ['2d', '1d', '1dpp', '2dpp'], 'NVIDIA H100 80GB HBM3', 'profile_tiny_h100'),
+    (['tiny', 'base'], ['1d', '1d-la'], 'NVIDIA H200', 'profile_tiny_base_la_h200'),
+])
+def test_results_name(archs, variants, device, name):
+    """The names benchmarks/README.md indexes (profile_tiny_h100.md)."""
+    assert profile_tool.results_name(archs, variants, device) == name

@@ -11,7 +11,8 @@ then ``--warmup`` untimed and ``--iters`` timed iterations of ``model.train_step
 two ``torch.cuda.synchronize()``. Reported: the median seconds per iteration and its ratio to the stock
 config of the same task (< 1.0 = faster), the peak memory of the timed iterations
 (``torch.cuda.max_memory_allocated``, reset after the warm-up, a fresh process per config) and its ratio.
-Writes ``<out-dir>/downstream_<gpu>.json`` and ``.md`` with the environment and the command.
+Writes ``<out-dir>/downstream_<tag>.json`` and ``.md`` with the environment and the command (the tag from
+:func:`mmo1d.benchmark.names.machine_tag`: ``downstream_h100``; ``downstream_dry_run_<tag>`` with ``--dry-run``).
 
 With ``--device cpu`` the default configs are the small demo ones (fp32), a check of the code path
 (no timings worth reading); ``--dry-run`` only resolves and builds each config (model, dataloader, one
@@ -40,6 +41,7 @@ import torch
 
 from mmo1d.benchmark.downstream import run_config
 from mmo1d.benchmark.downstream_configs import DEFAULT_RUNS, RUNS, SMOKE_RUNS, TASK_NAMES
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.timing import command_line, gpu_env, utc_now
 from mmo1d.utils.quiet import quiet_upstream
 
@@ -301,8 +303,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     add_ratios(records)
     result = {'env': env_info(args), 'records': records}
     os.makedirs(args.out_dir, exist_ok=True)
-    suffix = '_dry-run' if args.dry_run else ''
-    stem = osp.join(args.out_dir, f"downstream_{result['env']['gpu'].replace(' ', '_').replace('/', '_')}{suffix}")
+    stem = osp.join(args.out_dir, results_stem('downstream', 'dry_run' if args.dry_run else None,
+                                               tag=machine_tag(result['env']['gpu'])))
     with open(stem + '.json', 'w') as f:
         json.dump(result, f, indent=1)
     md = summarize(result)

@@ -9,7 +9,8 @@ residual stream) times, with CUDA events in interleaved rounds (``mmo1d.benchmar
   returns float32, then the cast to bf16 that the following Linear or convolution makes;
 
 forward and forward+backward (input, weight and bias gradients), in bf16 autocast and in float32.
-Writes ``<out-dir>/layer_norm_<gpu>.json`` and ``.md``.
+Writes ``<out-dir>/layer_norm_<tag>.json`` and ``.md`` (the tag from :func:`mmo1d.benchmark.names.machine_tag`:
+``layer_norm_h100``).
 
 Example::
 
@@ -25,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
 from mmo1d.ops import layer_norm_last
 from mmo1d.utils.quiet import quiet_upstream
@@ -134,7 +136,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
     result = run(args)
-    name = 'layer_norm_' + result['env']['gpu'].replace(' ', '_').replace('/', '_')
+    name = results_stem('layer_norm', tag=machine_tag(result['env']['gpu']))
     with open(osp.join(args.out_dir, f'{name}.json'), 'w') as f:
         json.dump(result, f, indent=1)
     md = summarize(result)

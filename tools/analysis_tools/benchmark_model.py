@@ -12,8 +12,9 @@ models of one size are timed in interleaved rounds: in every round, each mode an
 model in turn, so that a slow phase of a shared GPU affects the baseline and the models alike; each
 reports the median over rounds. Throughput in images/s; peak memory with
 ``torch.cuda.max_memory_allocated`` (reset before each model, mode and pass; weights, optimizer state
-and activations). Writes ``<out-dir>/models_<gpu>.json`` and ``.md`` with the environment and the
-command, and the figure ``.png``.
+and activations). Writes, per model size, ``<out-dir>/models_<size>_<tag>.json`` and ``.md`` with the
+environment and the command, and the figure ``.png`` (``models_tiny_h100``; ``models_tiny_la_h200`` when
+the learnable-angle variants are timed; the tag from :func:`mmo1d.benchmark.names.machine_tag`).
 
 Two steadier figures on request, next to the wall clock: ``--kernel-times`` sums the GPU kernel
 times of a few more steps of every case under ``torch.profiler`` (after the last round; with the
@@ -29,6 +30,8 @@ Examples::
         --kernel-times --cuda-graph
     python tools/analysis_tools/benchmark_model.py --device cpu --batch-size 2 --img-size 64 --archs tiny \\
         --repeats 2 --rounds 1
+    python tools/analysis_tools/benchmark_model.py --readme-table benchmarks/results/models_tiny_h100.json \\
+        benchmarks/results/models_base_h100.json
 """
 import argparse
 import importlib
@@ -55,6 +58,7 @@ from mmo1d.benchmark.classifiers import (
     drop_path_rate,
 )
 from mmo1d.benchmark.kernels import profile_kernels
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.timing import capture_cuda_graph, command_line, nvidia_driver, round_spread, utc_now
 from mmo1d.utils.quiet import quiet_upstream
 
@@ -94,7 +98,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON', nargs='+',
                         help='print the README speed table of one results file, or of several of one GPU '
-                        '(e.g. a run per model size), and exit')
+                        '(e.g. models_tiny_h100.json models_base_h100.json), and exit')
     parser.add_argument('--summarize', metavar='JSON', help='print the markdown summary of a results file and exit')
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1 or args.kernel_steps < 1:
@@ -473,7 +477,9 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
     return records
 
 
-def main(argv: Optional[List[str]] = None) -> Dict:
+def main(argv: Optional[List[str]] = None) -> Dict[str, Dict]:
+    """Run the benchmark and write the files of each model size; return ``{arch: result}`` (empty after
+    ``--readme-table`` and ``--summarize``)."""
     args = parse_args(argv)
     if args.readme_table:
         results = []
@@ -497,7 +503,8 @@ def main(argv: Optional[List[str]] = None) -> Dict:
             timm = importlib.import_module('timm')
         except ImportError:
             print('timm is not installed: skipping the timm ConvNeXt baseline (pip install timm to time it)')
-    records = []
+    os.makedirs(args.out_dir, exist_ok=True)  # before the timed runs, not after them
+    results = {}
     for arch in args.archs:
         models = {}
         if timm is not None:
@@ -521,12 +528,24 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                         elif rec.get('graph_error'):
                             graph_errors[key] = rec['graph_error']
                         rounds.append(rec)
-        records += combine_rounds(rounds, args.batch_size)
+        records = add_kernel_ratios(combine_rounds(rounds, args.batch_size))
         del models
-    add_kernel_ratios(records)
-    result = {'env': env_info(args, device, getattr(timm, '__version__', None)), 'records': records}
-    os.makedirs(args.out_dir, exist_ok=True)
-    stem = osp.join(args.out_dir, 'models_' + result['env']['gpu'].replace(' ', '_').replace('/', '_'))
+        # Each size's files as soon as it is done: a later size that fails leaves them written.
+        results[arch] = {'env': env_info(args, device, getattr(timm, '__version__', None)), 'records': records}
+        write_results(results[arch], osp.join(args.out_dir, results_name(arch, args.variants,
+                                                                         results[arch]['env']['gpu'])))
+    return results
+
+
+def results_name(arch: str, variants: List[str], device: str) -> str:
+    """``models_<arch>_<tag>``, or ``models_<arch>_la_<tag>`` with a learnable-angle variant among ``variants``
+    (``models_tiny_h100``, ``models_tiny_la_h200``)."""
+    la = 'la' if set(variants) & set(OPTIONAL_VARIANTS) else None
+    return results_stem('models', arch, la, tag=machine_tag(device))
+
+
+def write_results(result: Dict, stem: str) -> None:
+    """``<stem>.json``, ``<stem>.md`` (:func:`summarize`) and the figure ``<stem>.png``."""
     with open(stem + '.json', 'w') as f:
         json.dump(result, f, indent=1)
     md = summarize(result)
@@ -535,7 +554,6 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     plot_model_benchmark(result, stem + '.png')
     print(md)
     print(f'wrote {stem}.json, .md and .png')
-    return result
 
 
 if __name__ == '__main__':

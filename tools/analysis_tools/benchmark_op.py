@@ -7,25 +7,34 @@ each call after a warm-up, the cases of a group in interleaved rounds, median re
 * default: the op at every angle 0, 22.5, ..., 157.5 degrees and in the models' 8-direction layout
   against PyTorch's depthwise 1xK, 7x7 and masked KxK ``conv2d``, fp32 NCHW, bf16 and fp16
   channels_last, forward and forward+backward, with peak memory and the copy bandwidth (roofline).
-  Writes ``<out-dir>/<gpu>.json``, ``.md`` and the figure ``.png`` (:mod:`mmo1d.benchmark.op_baselines`).
+  Writes ``<out-dir>/op_<tag>.json``, ``.md`` and the figure ``.png`` (:mod:`mmo1d.benchmark.op_baselines`).
 * ``--device cpu``: the CPU kernels against PyTorch's depthwise 1xK ``conv2d``, NCHW and
-  channels_last; each run is kept under ``--label`` in ``<out-dir>/cpu_op_<cpu>.json`` and ``.md``.
+  channels_last; each run is kept under ``--label`` in ``<out-dir>/op_cpu.json`` and ``.md``.
 * ``--rounding bilinear gaussian`` (or ``floor``): each rounding against truncation on the same
   tensors and angles (learnable angles for the interpolations), with the ratios and their targets;
-  ``<out-dir>/interp_speed.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_interp`).
+  ``<out-dir>/interp_speed_<tag>.json`` and ``.md``, ``interp_speed_jitter0_<tag>`` with
+  ``--angle-jitter 0`` (:mod:`mmo1d.benchmark.op_interp`).
 * ``--passes`` naming ``bwd_input`` or ``bwd_weight``: each pass of the op alone per rounding, with
-  its kernel path; ``<out-dir>/op_passes_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_passes`).
+  its kernel path; ``<out-dir>/op_passes_<tag>.json`` and ``.md``, ``interp_passes_<tag>`` with an
+  interpolated rounding (:mod:`mmo1d.benchmark.op_passes`).
 * ``--host-time``: host microseconds per call against ``torch.conv2d`` on a small tensor;
-  ``<out-dir>/host_time_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_host`).
+  ``<out-dir>/op_host_time_<tag>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_host`).
 * ``--ab OLD_TREE`` with any of the above: the same measurement of an earlier source tree's build
-  (built in place) and of this one, alternated ``--ab-rounds`` times in separate processes;
-  ``<out-dir>/ab_<measurement>_<device>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_builds`).
+  (built in place) and of this one, alternated ``--ab-rounds`` times in separate processes; the
+  measurement's name with ``_ab`` before the tag, e.g. ``<out-dir>/op_passes_ab_<tag>.json`` and ``.md``
+  (:mod:`mmo1d.benchmark.op_builds`).
+
+``<tag>`` is the device's (:func:`mmo1d.benchmark.names.machine_tag`: ``h100``, ``h200``, ``cpu``);
+``--config-name NAME`` puts a configuration into the names, before ``_ab`` and the tag (``--config-name
+pp_conv``: ``op_pp_conv_h100.json``), so that a run of other cases does not replace the default run's files.
 
 Examples::
 
     python tools/analysis_tools/benchmark_op.py --out-dir benchmarks/results
+    python tools/analysis_tools/benchmark_op.py --batch 64 --channels 384 --sizes 56 --dtypes bfloat16 float16 \\
+        --kernel-sizes 31 --config-name pp_conv
     python tools/analysis_tools/benchmark_op.py --device cpu --label after
-    python tools/analysis_tools/benchmark_op.py --rounding bilinear gaussian --out-dir benchmarks/results/learnable
+    python tools/analysis_tools/benchmark_op.py --rounding bilinear gaussian --angle-jitter 0
     python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --rounding trunc bilinear gaussian
     python tools/analysis_tools/benchmark_op.py --host-time --dtypes float32
     python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --channels 384 --dtypes bfloat16 \\
@@ -43,14 +52,16 @@ import torch
 
 import mmo1d
 from mmo1d.analysis.plots import plot_op_benchmark
-from mmo1d.benchmark import cpu_tables, op_baselines, op_builds, op_host, op_interp, op_passes, op_tables
+from mmo1d.benchmark import cpu_tables, names, op_baselines, op_builds, op_host, op_interp, op_passes, op_tables
 from mmo1d.benchmark.op_inputs import DEFAULT_LAYOUT, DTYPES, LAYOUTS, MIXED, parse_angle
-from mmo1d.benchmark.timing import command_line
+from mmo1d.benchmark.timing import command_line, cpu_model
 from mmo1d.utils.quiet import quiet_upstream
 
 ROUNDINGS = ('trunc', 'floor', 'bilinear', 'gaussian')
 PASSES = ('fwd', 'fwdbwd', 'bwd_input', 'bwd_weight')
 HALF_FIRST = ['bfloat16', 'float16', 'float32']
+#: Angle jitter of an interpolated rounding where ``--angle-jitter`` is not given (rad).
+INTERP_JITTER = 0.05
 #: Defaults of each measurement, where the option is not given.
 DEFAULTS = {
     'gpu': dict(batch=64, channels=512, sizes=[14, 28, 56], kernel_sizes=[7, 15, 31],
@@ -60,7 +71,7 @@ DEFAULTS = {
                 layouts=list(LAYOUTS), angles=op_baselines.CPU_ANGLES, repeats=21, rounds=3, warmup=3,
                 out_dir='benchmarks/results'),
     'interp': dict(batch=64, channels=None, sizes=[56], kernel_sizes=[31], dtypes=['float32', 'bfloat16', 'float16'],
-                   angles=[MIXED], repeats=30, rounds=6, warmup=10, out_dir='benchmarks/results/learnable'),
+                   angles=[MIXED], repeats=30, rounds=6, warmup=10, out_dir='benchmarks/results'),
     'passes': dict(batch=64, channels=None, sizes=[56], kernel_sizes=[31], dtypes=HALF_FIRST, angles=[MIXED],
                    repeats=40, rounds=4, warmup=3, out_dir='benchmarks/results'),
     'host': dict(batch=2, channels=96, sizes=[56], kernel_sizes=[31], dtypes=['bfloat16'], angles=[MIXED],
@@ -72,6 +83,14 @@ def angle(text: str):
     """:func:`mmo1d.benchmark.op_inputs.parse_angle`, its error shown by argparse."""
     try:
         return parse_angle(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def name_part(text: str) -> str:
+    """:func:`mmo1d.benchmark.names.check_part`, its error shown by argparse."""
+    try:
+        return names.check_part(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -103,7 +122,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     cases.add_argument('--angles', nargs='+', type=angle,
                        help=f"degrees, or '{MIXED}' (the models' 8 directions)")
     cases.add_argument('--angle-jitter', type=float, help="the 8 directions move by uniform(-jitter, jitter) rad "
-                       "(default: 0.05 with an interpolated rounding, else 0)")
+                       f"(default: {INTERP_JITTER} with an interpolated rounding, else 0)")
     cases.add_argument('--seed', type=int, default=0)
     cases.add_argument('--no-masked', action='store_true', help='skip the KxK masked baseline')
     timing = parser.add_argument_group('timing and output')
@@ -113,6 +132,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     timing.add_argument('--threads', type=int, default=os.cpu_count(), help='torch threads on the CPU (default: all)')
     timing.add_argument('--label', default='after', help='name of a CPU run in its results file')
     timing.add_argument('--out-dir')
+    timing.add_argument('--config-name', type=name_part, metavar='NAME',
+                        help='configuration in the results files\' names, e.g. pp_conv: op_pp_conv_<tag>.json')
     timing.add_argument('--readme-table', metavar='JSON', help='print the README speed table of a GPU results file')
     timing.add_argument('--records-out', metavar='FILE', help='write only the environment and records to FILE (the '
                         'runs of --ab)')
@@ -123,7 +144,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
             setattr(args, key, value)
     args.passes = args.passes or ['fwd', 'fwdbwd']
     if args.angle_jitter is None:
-        args.angle_jitter = 0.05 if set(args.rounding) & set(op_interp.INTERPOLATED) else 0.0
+        args.angle_jitter = INTERP_JITTER if set(args.rounding) & set(op_interp.INTERPOLATED) else 0.0
     layouts = args.layouts
     args.configs = [(d, layout) for d in args.dtypes for layout in (layouts or [DEFAULT_LAYOUT[d]])]
     check(parser, args)
@@ -154,6 +175,8 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"--angles must include '{MIXED}' (the tables compare with the models' layout)")
     if args.ab and (args.records_out or args.readme_table):
         parser.error('--ab runs the measurement itself: leave out --records-out and --readme-table')
+    if args.angle_jitter < 0:
+        parser.error(f'--angle-jitter must be >= 0, got {args.angle_jitter}')
     if min(args.repeats, args.rounds, args.ab_rounds) < 1 or args.warmup < 0:
         parser.error('--repeats, --rounds and --ab-rounds must be >= 1 and --warmup >= 0')
 
@@ -169,30 +192,43 @@ def run(args: argparse.Namespace) -> Dict:
     return runner(args)
 
 
-def device_name(env: Dict) -> str:
-    """The device of a results file's name: the GPU's name with spaces and slashes as ``_``."""
-    return env['gpu'].replace(' ', '_').replace('/', '_')
+def results_stem(args: argparse.Namespace, env: Dict, ab: bool = False) -> str:
+    """The results files' name, without the extension, of the measurement of ``args`` on the GPU of ``env``
+    (on the CPU with ``--device cpu``): ``op``, ``op_passes`` (``interp_passes`` with an interpolated
+    rounding), ``op_host_time`` or ``interp_speed`` (``interp_speed_jitter<j>`` with a jitter other than
+    :data:`INTERP_JITTER`), then ``--config-name`` and ``ab`` where given, then the device's tag
+    (:func:`mmo1d.benchmark.names.machine_tag`): ``op_h100``, ``op_pp_conv_h100``, ``op_cpu``,
+    ``interp_speed_jitter0_h200``, ``op_passes_ab_h100``."""
+    kind, jitter = args.measurement, None
+    interpolated = bool(set(args.rounding) & set(op_interp.INTERPOLATED))
+    if kind == 'interp':
+        benchmark = 'interp_speed'
+        if args.angle_jitter != INTERP_JITTER:
+            jitter = 'jitter' + (f'{args.angle_jitter:.6f}'.rstrip('0').rstrip('.') or '0')
+    elif kind == 'passes':
+        benchmark = 'interp_passes' if interpolated else 'op_passes'
+    else:
+        benchmark = {'host': 'op_host_time', 'gpu': 'op', 'cpu': 'op'}[kind]
+    return names.results_stem(benchmark, jitter, args.config_name, 'ab' if ab else None,
+                              tag=names.machine_tag('cpu' if args.device == 'cpu' else env['gpu']))
 
 
 def write(args: argparse.Namespace, result: Dict) -> str:
     """Write the results files of ``result`` to ``args.out_dir`` and return their markdown."""
     kind, env = args.measurement, result['env']
+    stem = osp.join(args.out_dir, results_stem(args, env))
     if kind == 'cpu':
-        stem = osp.join(args.out_dir, cpu_tables.results_name(env['cpu']))
         md = cpu_tables.summarize(cpu_tables.add_run(stem, args.label, result))
         print(md)
         print(f'wrote {stem}.json and .md')
         return md
     if kind == 'interp':
-        json_path, _ = op_interp.write_results(result, args.out_dir)
+        json_path, _ = op_interp.write_results(result, stem)
         md = op_interp.summarize(result)
         print(md)
         print(f'wrote {json_path} and .md')
         return md
-    summarize, stem = {'gpu': (op_tables.summarize, device_name(env)),
-                       'passes': (op_passes.summarize, f'op_passes_{device_name(env)}'),
-                       'host': (op_host.summarize, f'host_time_{device_name(env)}')}[kind]
-    stem = osp.join(args.out_dir, stem)
+    summarize = {'gpu': op_tables.summarize, 'passes': op_passes.summarize, 'host': op_host.summarize}[kind]
     with open(stem + '.json', 'w') as f:
         json.dump(result, f, indent=1)
     md = summarize(result)
@@ -206,7 +242,8 @@ def write(args: argparse.Namespace, result: Dict) -> str:
 
 
 def run_ab(args: argparse.Namespace, argv: List[str]) -> str:
-    """Alternate the build of ``args.ab`` and this one; write ``ab_<measurement>_<device>.json`` and ``.md``."""
+    """Alternate the build of ``args.ab`` and this one; write the measurement's files with ``_ab`` before the
+    device's tag (:func:`results_stem`), ``.json`` and ``.md``."""
     if args.device == 'cuda' and not torch.cuda.is_available():
         raise SystemExit('no CUDA device: this measurement needs a CUDA GPU (or --device cpu)')
     worker_argv = op_builds.strip_options(argv, {'--ab': 1, '--ab-rounds': 1, '--out-dir': 1})
@@ -222,7 +259,7 @@ def run_ab(args: argparse.Namespace, argv: List[str]) -> str:
               'new': {'path': osp.relpath(new_root), 'sources': op_builds.sources_fingerprint(new_root)}}
     result = {'env': env, 'command': command_line(), 'measurement': args.measurement,
               'alternations': args.ab_rounds, 'builds': builds, 'rows': op_builds.compare(records), 'records': records}
-    stem = osp.join(args.out_dir, f'ab_{args.measurement}_{device_name(env)}')
+    stem = osp.join(args.out_dir, results_stem(args, env, ab=True))
     with open(stem + '.json', 'w') as f:
         json.dump(result, f, indent=1)
     md = op_builds.summarize(result)
@@ -246,6 +283,11 @@ def main(argv: Optional[List[str]] = None) -> None:
             json.dump({'env': result['env'], 'records': result['records']}, f)
         return
     os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
+    if args.measurement == 'cpu' and not args.ab:
+        try:  # before the timed run too
+            cpu_tables.check_same_cpu(osp.join(args.out_dir, results_stem(args, {})), args.label, cpu_model())
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
     if args.ab:
         run_ab(args, argv)
         return

@@ -1,10 +1,11 @@
 """Redraw the figures of committed benchmark results from their JSON.
 
-Each op benchmark (``<gpu>.json``, from ``benchmark_op.py``) and model benchmark
-(``models_<gpu>.json``, from ``benchmark_model.py``) gets its figure next to it, same name, ``.png``
-(:mod:`mmo1d.analysis.plots`): time per angle against the PyTorch baselines, and classifier
-throughput against timm's ConvNeXt. The benchmark tools draw them too after each run; this script
-redraws them without a GPU. JSON files of other formats are skipped.
+Each op benchmark (``op_h100.json``, ``op_pp_conv_h100.json``, from ``benchmark_op.py``) and model
+benchmark (``models_tiny_h100.json``, ``models_tiny_la_h200.json``, from ``benchmark_model.py``) gets its
+figure next to it, same name, ``.png`` (:mod:`mmo1d.analysis.plots`): time per angle against the PyTorch
+baselines, and classifier throughput against timm's ConvNeXt. The files are recognised by their content,
+not their names. The benchmark tools draw them too after each run; this script redraws them without a
+GPU. JSON files of other formats are skipped.
 
 Example::
 

@@ -5,7 +5,8 @@ mmpretrain classifiers of ``configs/mmpretrain`` and timm's ConvNeXt) with ``tor
 sums the GPU kernel time into groups: the oriented op (mmo1d kernels), other convolutions (cuDNN /
 PyTorch depthwise), matrix multiplies (the Linear layers), layer norm, the optimizer and the rest
 (element-wise: GELU, layer scale, residual adds, casts, permutes). Writes
-``<out-dir>/profile_<gpu>.md`` and prints it.
+``<out-dir>/profile_<sizes>_<tag>.md`` and prints it (``profile_tiny_h100.md``; ``profile_tiny_la_h100.md``
+with a learnable-angle variant; the tag from :func:`mmo1d.benchmark.names.machine_tag`).
 
 ``--backbone-sizes HxW ...`` times instead the T backbones as the detection recipes train them
 (float16 autocast, four outputs, cudnn.benchmark off, batch 2) at those input sizes next to
@@ -50,6 +51,7 @@ from mmo1d.benchmark.classifiers import (
     drop_path_rate,
 )
 from mmo1d.benchmark.kernels import device_self_us, profile_kernels
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.op_inputs import DEFAULT_LAYOUT, DTYPES, LAYOUTS, MIXED, angles, parse_angle
 from mmo1d.benchmark.op_interp import RADIUS
 from mmo1d.benchmark.op_passes import PATH_OF, pass_calls
@@ -250,6 +252,13 @@ def profile_backbones(args: argparse.Namespace) -> str:
     return '\n'.join(lines)
 
 
+def results_name(archs: List[str], variants: List[str], device: str) -> str:
+    """``profile_<archs>_<tag>``, with ``_la`` before the tag where a learnable-angle variant is profiled
+    (``profile_tiny_h100``, ``profile_tiny_base_la_h200``)."""
+    la = 'la' if set(variants) & set(OPTIONAL_VARIANTS) else None
+    return results_stem('profile', *archs, la, tag=machine_tag(device))
+
+
 def main(argv: Optional[List[str]] = None) -> str:
     args = parse_args(argv)
     if args.ncu_sass:
@@ -301,7 +310,7 @@ def main(argv: Optional[List[str]] = None) -> str:
         torch.cuda.empty_cache()
     md = '\n'.join(lines + ['', 'Largest kernels per step:', ''] + tops) + '\n'
     os.makedirs(args.out_dir, exist_ok=True)
-    path = osp.join(args.out_dir, 'profile_' + gpu.replace(' ', '_').replace('/', '_') + '.md')
+    path = osp.join(args.out_dir, results_name(args.archs, args.variants, gpu) + '.md')
     with open(path, 'w') as f:
         f.write(md)
     print(md)
