@@ -21,7 +21,7 @@
 #              GPU_COUNTS (default: 1, 2, 4, ... up to the GPUs torch sees, and that number), with
 #              the heads' SyncBN and with BN, and the loss check against 1 GPU with the same total
 #              batch and data order (mmo1d/benchmark/scaling.py says which runs); MODELS ("seg det")
-#              picks the recipes; writes OUT_DIR/scaling.json and scaling.md.
+#              picks the recipes; writes OUT_DIR/scaling_t1dpp_<machine>.json and .md.
 #
 # Needs mmengine, mmcv (with ops), mmdet, mmseg (and mmpretrain for `bench`) importable and mmo1d
 # built (installed, or in place: the repository root is put on PYTHONPATH; on the GPU machine:

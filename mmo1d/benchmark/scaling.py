@@ -13,7 +13,8 @@ trains, at 2 images per GPU, with ``randomness.seed=0`` and the sampler's seed 0
 - ``1gpu-b{2n}-order2``: the same with sampler seed 1: another data order, the noise of that check.
 
 Reads ``OUT/work/MODEL/RUN/train/<timestamp>/vis_data/scalars.json`` and ``train.log`` and writes
-``OUT/scaling.json`` and ``OUT/scaling.md``::
+``OUT/scaling_t1dpp_<machine>.json`` and ``.md`` (the names of ``benchmarks/results``, e.g.
+``scaling_t1dpp_h200x4``)::
 
     python -m mmo1d.benchmark.scaling OUT --iters 40 --counts 1 2 4
 """
@@ -26,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.run_logs import source_commit, train_records, versions, world_size
 
 MODELS = {'seg': 'UperNet T-1D++ (512x512, AMP)', 'det': 'Cascade Mask R-CNN T-1D++ (multi-scale, AMP)'}
@@ -188,9 +190,11 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
     args = parser.parse_args(argv)
     summary = summarize(args.out, args.iters, args.counts, args.models)
-    (args.out / 'scaling.json').write_text(json.dumps(summary, indent=2) + '\n')
+    gpus = max(summary['gpu_counts']) if summary['device'] != 'cpu' else 1
+    stem = results_stem('scaling', 't1dpp', tag=machine_tag(summary['device'], gpus))
+    (args.out / f'{stem}.json').write_text(json.dumps(summary, indent=2) + '\n')
     text = markdown(summary)
-    (args.out / 'scaling.md').write_text(text)
+    (args.out / f'{stem}.md').write_text(text)
     print(text)
     return summary
 
