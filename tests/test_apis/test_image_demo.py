@@ -45,10 +45,44 @@ def test_demo_writes_the_painted_prediction(task: str, extra: list, trained: dic
     assert changed.mean() > (0.5 if task == 'seg' else 0.001)
 
 
-def test_demo_names_bad_inputs(tmp_path: Path) -> None:
+def test_demo_without_a_display_or_options_says_where_the_result_went(trained: dict, tmp_path: Path) -> None:
+    """No --out-file, no --device, no DISPLAY: the device that exists, the default file, both said."""
+    run = trained['cls']
+    env = {k: v for k, v in os.environ.items() if k not in ('DISPLAY', 'WAYLAND_DISPLAY')}
+    proc = subprocess.run([sys.executable, str(DEMO_SCRIPT), str(IMAGE), str(run['config']), str(run['checkpoint'])],
+                          cwd=tmp_path, env={**env, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore'},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    out = Path('outputs') / 'vis' / 'demo.png'
+    device = 'cuda:0' if torch.cuda.is_available() else 'cpu'
+    assert f'no display (DISPLAY is not set): the painted prediction goes to {out}' in proc.stdout
+    assert f'running mmpretrain on {device}' in proc.stdout
+    assert f'painted prediction written to {out}' in proc.stdout
+    painted = cv2.imread(str(tmp_path / out))
+    assert painted is not None and painted.shape == cv2.imread(str(IMAGE)).shape
+
+
+def _load_demo():
     spec = importlib.util.spec_from_file_location('image_demo', DEMO_SCRIPT)
     demo = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(demo)
+    return demo
+
+
+def test_device_is_the_one_that_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    demo = _load_demo()
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    assert demo.pick_device(None) == 'cpu'
+    assert demo.pick_device('cpu') == 'cpu'
+    with pytest.raises(RuntimeError, match='--device cuda:0: no GPU is visible'):
+        demo.pick_device('cuda:0')
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    assert demo.pick_device(None) == 'cuda:0'
+    assert demo.pick_device('cuda:1') == 'cuda:1'
+
+
+def test_demo_names_bad_inputs(tmp_path: Path) -> None:
+    demo = _load_demo()
     with pytest.raises(FileNotFoundError, match='config file not found'):
         demo.main([str(IMAGE), str(tmp_path / 'missing.py'), str(IMAGE)])
     with pytest.raises(FileNotFoundError, match='image file not found'):
