@@ -6,9 +6,9 @@
 #
 #   single     1 GPU: UperNet T-1D and T-2D, Cascade Mask R-CNN T-1D and T-2D (the GPU demo configs:
 #              512x512 crops / 480-800 px multi-scale, AMP), ITERS (40) iterations each with
-#              tools/train.py, then tools/test.py; writes OUT_DIR/downstream_single.json.
+#              tools/train.py, then tools/test.py; writes OUT_DIR/downstream_train_test_1gpu_<machine>.json.
 #   dist       GPUS (2) GPUs: UperNet T-1D and Cascade T-1D with tools/dist_train.sh and
-#              tools/dist_test.sh, 2 images per GPU; writes OUT_DIR/downstream_dist.json.
+#              tools/dist_test.sh, 2 images per GPU; writes OUT_DIR/downstream_train_test_<GPUS>gpu_<machine>.json.
 #              `dist2` is the same with GPUS=2.
 #   cpu-check  the steps of `single` on a CPU with the small demo configs and 2 iterations, to check
 #              this script without a GPU (no timings worth reading).

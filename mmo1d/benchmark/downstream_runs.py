@@ -3,8 +3,9 @@ train-and-test runs (modes ``single``, ``dist`` and ``cpu-check``).
 
 Reads, for every finished run ``NAME CONFIG``, the training scalars
 (``OUT/work/MODE/NAME/train/<timestamp>/vis_data/scalars.json``), the test metrics
-(``.../test/<timestamp>/<timestamp>.json``) and the two logs, and writes ``OUT/downstream_MODE.json``
-with the environment::
+(``.../test/<timestamp>/<timestamp>.json``) and the two logs, and writes them with the environment
+to ``OUT/downstream_train_test_<N>gpu_<machine>.json`` (``downstream_train_test_cpu.json`` for
+``cpu-check``), the names of ``benchmarks/results``::
 
     python -m mmo1d.benchmark.downstream_runs OUT MODE GPUS ITERS COMPLETED 'NAME CONFIG' ...
 """
@@ -16,6 +17,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.run_logs import ddp_errors, latest_run, source_commit, train_records, versions, world_size
 
 
@@ -75,7 +77,9 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     parser.add_argument('runs', nargs='*', help="the finished runs, 'NAME CONFIG' each")
     args = parser.parse_args(argv)
     summary = summarize(args.out, args.mode, args.gpus, args.iters, args.completed == 'true', args.runs)
-    path = args.out / f'downstream_{args.mode}.json'
+    stem = results_stem('downstream_train_test', f'{args.gpus}gpu' if args.gpus else None,
+                        tag=machine_tag(summary['device']))
+    path = args.out / f'{stem}.json'
     path.write_text(json.dumps(summary, indent=2) + '\n')
     print(f'wrote {path}')
     for r in summary['runs']:

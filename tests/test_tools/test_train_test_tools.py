@@ -156,7 +156,7 @@ def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
     (work / 'train.log').symlink_to(workspace / 'work_dirs' / 'seg.train.log')
     (work / 'test.log').write_text(_test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work / 'test'))
     summary_tool.main([str(out), 'cpu-check', '0', '4', 'false', f'seg-demo-1d {SEG_CFG}'])
-    saved = json.loads((out / 'downstream_cpu-check.json').read_text())
+    saved = json.loads((out / 'downstream_train_test_cpu.json').read_text())
     assert saved['mode'] == 'cpu-check' and saved['completed'] is False and saved['device'] == 'cpu'
     [run] = saved['runs']
     train = [r for r in _scalars(seg_run) if 'loss' in r]
