@@ -50,6 +50,11 @@ inline TapRule parse_tap_rule(c10::string_view rounding, double sigma, double ra
               std::to_string(sigma), ", radius=", std::to_string(radius));
   TORCH_CHECK(radius <= kMaxGaussianRadius, "oriented_dwconv1d: the gaussian radius is limited to 8 pixels, got ",
               std::to_string(radius));
+  // With a whole-number radius r the taps at |d| = r have the output pixel exactly on their band's
+  // edge for every angle: whether it is read depends on the rounding of the position.
+  TORCH_CHECK(radius != std::floor(radius), "oriented_dwconv1d: the gaussian radius must not be a whole number, got ",
+              std::to_string(radius), ": the taps at that distance from the centre then have the output pixel ",
+              "exactly on their band's edge for every angle, where the result jumps");
   return {TapMode::kGaussian, sigma, radius, static_cast<int>(std::ceil(radius))};
 }
 

@@ -18,7 +18,8 @@ pixel ``(p, q)`` at stride ``s`` the tap's position is ``(p*s - d*sin(theta_c), 
   weight, as zero padding does). As sigma tends to 0 it tends to rounding to the nearest pixel.
   With an integer radius r the output pixel itself lies exactly on the band's edge of the taps at
   ``|d| = r`` (for every angle: ``d^2 (sin^2 + cos^2) = r^2``), so whether it is read depends on the
-  rounding of the position: implementations that compute it in another order disagree there.
+  rounding of the position: implementations that compute it in another order disagree there, and
+  the output jumps there. Whole-number radii are therefore refused (the default is 1.5).
 
 ``y[n, c, p, q] = b[c] + sum_t w[c, t] * sample_t(x[n, c])``, differentiable in x, w, b and theta.
 It materialises an (N, C, K, H', W', M) gather (M = 4 for bilinear, (2 ceil(radius) + 2)^2 for
@@ -35,7 +36,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .tap_rule import INTERPOLATIONS, check_tap_rule
+from .tap_rule import DEFAULT_RADIUS, INTERPOLATIONS, check_tap_rule
 
 
 def tap_positions(theta: Tensor, kernel_size: int, out_size: Tuple[int, int],
@@ -108,7 +109,7 @@ def oriented_dwconv1d_interp_reference(input: Tensor,
                                        stride: int = 1,
                                        rounding: str = 'bilinear',
                                        sigma: float = 0.5,
-                                       radius: float = 1.0) -> Tensor:
+                                       radius: float = DEFAULT_RADIUS) -> Tensor:
     """Oriented depthwise 1D convolution with interpolated taps (differentiable in theta too).
 
     Args:
@@ -119,7 +120,8 @@ def oriented_dwconv1d_interp_reference(input: Tensor,
         stride (int): Stride along both axes. Default: 1.
         rounding (str): ``'bilinear'`` or ``'gaussian'``. Default: ``'bilinear'``.
         sigma (float): Width of the gaussian band, > 0 (``'gaussian'`` only). Default: 0.5.
-        radius (float): Radius of the gaussian band in pixels, >= 1 (``'gaussian'`` only). Default: 1.
+        radius (float): Radius of the gaussian band in pixels, in (1, 8), not a whole number
+            (``'gaussian'`` only). Default: 1.5.
 
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
@@ -144,7 +146,7 @@ def interp_dense_kernel(weight: Tensor,
                         theta: Tensor,
                         rounding: str = 'bilinear',
                         sigma: float = 0.5,
-                        radius: float = 1.0) -> Tensor:
+                        radius: float = DEFAULT_RADIUS) -> Tensor:
     """The depthwise kernel equal to the interpolated oriented kernel (differentiable in theta).
 
     ``conv2d(x, kernel, bias, stride, padding=S // 2, groups=C)`` equals
@@ -155,7 +157,7 @@ def interp_dense_kernel(weight: Tensor,
         theta (Tensor): (C,) radians.
         rounding (str): ``'bilinear'`` or ``'gaussian'``. Default: ``'bilinear'``.
         sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
-        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.5.
 
     Returns:
         Tensor: (C, 1, S, S) with S = 2 (K // 2 + ceil(radius) + 1) + 1 (bilinear: radius 0), in

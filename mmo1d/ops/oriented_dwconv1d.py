@@ -78,8 +78,9 @@ def oriented_dwconv1d(input: Tensor,
         residual (bool): Return ``input + bias + conv(input)`` (input sampled at the output
             pixels), the form used inside the "++" blocks. Default: False.
         sigma (float): Width of the gaussian band, > 0 (``'gaussian'`` only). Default: 0.5.
-        radius (float): Radius of the gaussian band in pixels, >= 1 (``'gaussian'`` only).
-            Default: 1.
+        radius (float): Radius of the gaussian band in pixels, in (1, 8) and not a whole number
+            (a whole number puts the output pixel on the band's edge; ``'gaussian'`` only).
+            Default: 1.5.
 
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
@@ -133,7 +134,7 @@ def oriented_dwconv1d_path(input: Tensor,
             directions the models use, ``oriented_angles(C)``.
         rounding (str): One of ``'trunc'``, ``'floor'``, ``'bilinear'``, ``'gaussian'``.
             Default: ``'trunc'``.
-        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.5.
         sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
 
     Returns:
@@ -207,7 +208,7 @@ class OrientedDWConv1d(nn.Module):
         residual (bool): Compute ``x + b + conv(x)``. Default: False.
         learnable_angles (bool): Make ``theta`` a parameter. Default: False.
         sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
-        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.5.
     """
 
     def __init__(self,

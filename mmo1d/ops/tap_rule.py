@@ -22,9 +22,11 @@ INTERPOLATIONS: Tuple[str, ...] = ('bilinear', 'gaussian')
 #: Every rule of the op.
 TAP_RULES: Tuple[str, ...] = ROUNDINGS + INTERPOLATIONS
 
-#: Defaults of the gaussian band.
+#: Defaults of the gaussian band. The radius lies between the lattice distances 1 and sqrt(2): with a
+#: whole-number radius r the output pixel lies exactly on the band's edge of the taps at |d| = r, for
+#: every angle, where the op is discontinuous (see check_tap_rule).
 DEFAULT_SIGMA = 0.5
-DEFAULT_RADIUS = 1.0
+DEFAULT_RADIUS = 1.5
 #: The largest gaussian radius: a tap reads (2 ceil(radius) + 2)^2 candidate pixels.
 MAX_RADIUS = 8.0
 
@@ -38,7 +40,8 @@ def check_tap_rule(rounding: str,
     Args:
         rounding (str): One of ``allowed``.
         sigma (float): Width of the gaussian band, finite and > 0 (``'gaussian'`` only).
-        radius (float): Radius of the gaussian band in pixels, finite, in [1, 8] (``'gaussian'`` only).
+        radius (float): Radius of the gaussian band in pixels, finite, in (1, 8) and not a whole
+            number (``'gaussian'`` only).
         allowed (tuple[str]): The rules the caller takes. Default: every rule.
     """
     if rounding not in allowed:
@@ -51,3 +54,8 @@ def check_tap_rule(rounding: str,
     if radius > MAX_RADIUS:
         raise ValueError(f'the gaussian radius is limited to {MAX_RADIUS:g} pixels (a tap reads '
                          f'(2 ceil(radius) + 2)^2 candidate pixels), got radius={radius}')
+    if radius == math.floor(radius):
+        raise ValueError(f'the gaussian radius must not be a whole number, got radius={radius}: the taps at '
+                         f'distance {radius:g} from the centre then have the output pixel exactly on their '
+                         'band\'s edge for every angle, where the result jumps (use e.g. '
+                         f'{radius + 0.5:g})')

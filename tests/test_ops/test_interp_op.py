@@ -99,6 +99,25 @@ def test_gradcheck_float64_every_input(device, rounding):
 
 
 @pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('stride', [1, 2])
+def test_gaussian_default_band_matches_the_reference_and_gradcheck(device, stride):
+    """At the default band (no sigma, no radius given) the op is the reference, with every gradient,
+    and float64 gradcheck passes: the default radius puts no pixel on a band's edge."""
+    x, weight, theta, bias = _inputs(2, 4, 9, 8, 7, seed=12, device=device)
+    grad = torch.randn(2, 4, -(-9 // stride), -(-8 // stride), dtype=torch.float64, device=device)
+    leaves = [t.clone().requires_grad_() for t in (x, weight, theta, bias)]
+    out = oriented_dwconv1d(*leaves, stride, 'gaussian')
+    ref_leaves = [t.clone().requires_grad_() for t in (x, weight, theta, bias)]
+    ref = interp_reference(*ref_leaves, stride, 'gaussian')
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    for got, want in zip(torch.autograd.grad(out, leaves, grad), torch.autograd.grad(ref, ref_leaves, grad)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    small = [t.clone().requires_grad_() for t in _inputs(1, 3, 6, 7, 5, seed=13, device=device)]
+    assert torch.autograd.gradcheck(lambda a, b, c, d: oriented_dwconv1d(a, b, c, d, stride, 'gaussian'), small,
+                                    eps=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize('device', DEVICES)
 def test_lattice_angles_need_every_sample(device):
     """At 0 and 90 degrees every tap sits on a pixel: bilinear reads it with weight 1 and its
     neighbours with weight 0, whose derivatives still make the angle's gradient (one-sided, as
@@ -194,6 +213,11 @@ def test_bad_arguments_raise_clear_errors():
         oriented_dwconv1d(x, weight, theta, rounding='gaussian', radius=0.5)
     with pytest.raises(ValueError, match='limited to 8 pixels'):
         oriented_dwconv1d(x, weight, theta, rounding='gaussian', radius=9.0)
+    for radius in (1.0, 2.0):
+        with pytest.raises(ValueError, match="must not be a whole number.*band's edge"):
+            oriented_dwconv1d(x, weight, theta, rounding='gaussian', radius=radius)
+        with pytest.raises(ValueError, match='must not be a whole number'):
+            OrientedDWConv1d(3, 5, rounding='gaussian', radius=radius)
     # The compiled op parses the same rule at its entry.
     op = torch.ops.mmo1d.oriented_dwconv1d
     with pytest.raises(RuntimeError, match="rounding must be 'trunc', 'floor', 'bilinear' or 'gaussian', got 'near'"):
@@ -202,6 +226,9 @@ def test_bad_arguments_raise_clear_errors():
         op(x, weight, theta, None, 1, 'gaussian', 0.5, 9.0, False)
     with pytest.raises(RuntimeError, match='0 < sigma and 1 <= radius'):
         op(x, weight, theta, None, 1, 'gaussian', 0.0, 1.5, False)
+    with pytest.raises(RuntimeError, match='must not be a whole number'):
+        op(x, weight, theta, None, 1, 'gaussian', 0.5, 2.0, False)
+    op(x, weight, theta, None, 1, 'bilinear', 0.5, 1.0, False)  # the band's values matter to 'gaussian' only
     with pytest.raises(RuntimeError, match="the angles have no gradient with rounding 'trunc'"):
         torch.ops.mmo1d.oriented_dwconv1d_backward_params(torch.zeros(1, 3, 6, 7), x, weight, theta, 1, 'trunc', 0.5,
                                                           1.0, True, True)

@@ -336,18 +336,19 @@ def test_path_query_follows_the_domains():
     x = torch.randn(2, 64, 56, 56, device='cuda', dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
     w = torch.randn(64, 31, device='cuda', dtype=torch.bfloat16)
     assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_win_nhwc'
-    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian') == 'interp_win_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian', radius=RADIUS) == 'interp_win_nhwc'
     x60 = x[:, :60].contiguous(memory_format=torch.channels_last)  # C not a multiple of 16
     assert oriented_dwconv1d_path(x60, w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
     w63 = torch.randn(64, 63, device='cuda', dtype=torch.bfloat16)  # offsets beyond the segment builder's grid
     assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
-    assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian') == 'interp_vec_wgrad_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
+        'interp_vec_wgrad_nhwc'
     assert oriented_dwconv1d_path(x, w, 2, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
-    assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian') == 'interp_wgrad_nhwc'
+    assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian', radius=RADIUS) == 'interp_wgrad_nhwc'
     assert oriented_dwconv1d_path(x.double(), w.double(), 1, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x.contiguous(), w, 2, 'backward_input', rounding='bilinear') == 'interp_gather_nchw'
     assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_input', rounding='bilinear') == 'interp_seg_nchw'
-    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_weight', rounding='gaussian') == \
+    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
         'interp_seg_wgrad_nchw'
     with pytest.raises(ValueError, match='pass_ must be'):
         path(64, 56, 31, 1, torch.float32, 'nchw', 'sideways')

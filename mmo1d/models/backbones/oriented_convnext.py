@@ -71,7 +71,8 @@ class OrientedConvNeXt(BaseModule):
         learnable_angles (bool): Every oriented convolution learns its angles (needs
             ``'bilinear'`` or ``'gaussian'``). Default: False.
         sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
-        radius (float): Radius of the gaussian band (``'gaussian'`` only). Default: 1.
+        radius (float): Radius of the gaussian band (``'gaussian'`` only; not a whole number).
+            Default: 1.5.
         init_cfg (dict | list[dict], optional): Initialisation; None gives the default,
             ``default_init_cfg``: truncated normal (std 0.02, zero bias) for convolutions and
             Linear layers, ones / zeros for LayerNorms.
@@ -123,7 +124,7 @@ class OrientedConvNeXt(BaseModule):
                  rounding: str = 'trunc',
                  learnable_angles: bool = False,
                  sigma: float = 0.5,
-                 radius: float = 1.0,
+                 radius: float = 1.5,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg=self.default_init_cfg if init_cfg is None else init_cfg)
         self.depths, self.channels = self._parse_arch(arch)
