@@ -24,7 +24,8 @@ study = _load_tool()
 
 
 def test_plan_gives_every_setting_the_same_seeds_and_data(tmp_path: Path) -> None:
-    args = study.parse_args(['--out-dir', str(tmp_path), '--seeds', '0', '1', '2', '--sweep', '1', '10'])
+    args = study.parse_args(['--out-dir', str(tmp_path), '--seeds', '0', '1', '2', '--sweep', '1', '10',
+                             '--no-warmup'])
     runs = study.plan_runs(args, default_mult=10.0)
     main = [r for r in runs if r['setting'] in study.SETTINGS]
     assert [(r['seed'], r['setting']) for r in main] == [(s, n) for s in (0, 1, 2) for n in study.SETTINGS]
@@ -45,8 +46,16 @@ def test_plan_gives_every_setting_the_same_seeds_and_data(tmp_path: Path) -> Non
     assert by_name['bilinear-learned-lr1']['options'][4:] == [f'{study.LR_KEY}=1']
 
 
+def test_warmup_runs_the_warmup_config_on_the_sweep_seeds(tmp_path: Path) -> None:
+    args = study.parse_args(['--out-dir', str(tmp_path), '--sweep', '--sweep-seeds', '4'])
+    (run, ) = [r for r in study.plan_runs(args, default_mult=10.0) if r['setting'] not in study.SETTINGS]
+    assert (run['setting'], run['seed'], run['config']) == ('bilinear-learned-warmup100', 4, study.LA_WARMUP)
+    assert run['options'][4:] == [f'{study.LR_KEY}=10'] and (REPO / study.LA_WARMUP).is_file()
+
+
 def test_iters_option_shortens_the_whole_schedule(tmp_path: Path) -> None:
-    args = study.parse_args(['--out-dir', str(tmp_path), '--iters', '20', '--settings', 'trunc-fixed', '--sweep'])
+    args = study.parse_args(['--out-dir', str(tmp_path), '--iters', '20', '--settings', 'trunc-fixed', '--sweep',
+                             '--no-warmup'])
     (run, ) = study.plan_runs(args, default_mult=10.0)[:1]
     assert {'train_cfg.max_iters=20', 'train_cfg.val_interval=20', 'default_hooks.checkpoint.interval=20',
             'param_scheduler.1.end=20'} <= set(run['options'])
@@ -85,7 +94,7 @@ def _fake_study(out: Path) -> None:
 
 def test_summarize_writes_table_json_and_figure(tmp_path: Path) -> None:
     _fake_study(tmp_path)
-    report = study.main(['--out-dir', str(tmp_path), '--summarize', '--seeds', '0', '1', '--sweep'])
+    report = study.main(['--out-dir', str(tmp_path), '--summarize', '--seeds', '0', '1', '--sweep', '--no-warmup'])
     rows = report['settings']
     assert list(rows) == list(study.SETTINGS)
     assert rows['trunc-fixed']['mIoU']['mean'] == 52.0
@@ -106,4 +115,4 @@ def test_summarize_writes_table_json_and_figure(tmp_path: Path) -> None:
 def test_summarize_without_runs_says_what_to_do(tmp_path: Path) -> None:
     _fake_study(tmp_path)
     with pytest.raises(SystemExit, match='without --summarize first'):
-        study.main(['--out-dir', str(tmp_path), '--summarize', '--seeds', '0', '1', '2', '--sweep'])
+        study.main(['--out-dir', str(tmp_path), '--summarize', '--seeds', '0', '1', '2', '--sweep', '--no-warmup'])

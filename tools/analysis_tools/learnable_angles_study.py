@@ -10,7 +10,7 @@ with ``tools/train.py`` under each setting and seed:
 - ``gaussian-learned``: gaussian taps (radius 1.5, sigma 0.5), angles learned;
 
 and a sweep of the angles' learning-rate multiplier (``bilinear-learned`` at each of ``--sweep``, on
-``--sweep-seeds``).
+``--sweep-seeds``) and of a warm-up of their own (held for the first 100 iterations).
 Per setting it reports mIoU mean, sample standard deviation and per-seed values; for learned angles
 how far they moved and whether towards the textures' orientations
 (:func:`mmo1d.analysis.angle_study.texture_alignment`), and a histogram of them
@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = 'configs/demo'
 BASE = f'{CONFIGS}/oriented-convnext-demo-1d_upernet_1xb8-300iter_ade20k-textures-64x64.py'
 LA = f'{CONFIGS}/oriented-convnext-demo-1d-la_upernet_1xb8-300iter_ade20k-textures-64x64.py'
+LA_WARMUP = f'{CONFIGS}/oriented-convnext-demo-1d-la-thetawarmup_upernet_1xb8-300iter_ade20k-textures-64x64.py'
 LR_KEY = 'optim_wrapper.paramwise_cfg.custom_keys.theta.lr_mult'
 GAUSSIAN = ['model.backbone.rounding=gaussian', 'model.backbone.radius=1.5', 'model.backbone.sigma=0.5']
 SETTINGS = ('trunc-fixed', 'bilinear-fixed', 'bilinear-learned', 'gaussian-learned')
@@ -63,6 +64,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'none: no sweep)')
     parser.add_argument('--sweep-seeds', type=int, nargs='+', help='seeds of the sweep (default: the first two '
                         'of --seeds)')
+    parser.add_argument('--warmup', action=argparse.BooleanOptionalAction, default=True,
+                        help='also try bilinear-learned with the angles held for the first 100 iterations '
+                        '(AngleWarmupHook), on the sweep seeds (default: yes)')
     parser.add_argument('--iters', type=int, help="training iterations (default: the config's, 300)")
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu',
                         help='cpu (hides any GPU) or cuda (run i on GPU i modulo the GPUs) (default: cpu)')
@@ -101,6 +105,8 @@ def plan_runs(args: argparse.Namespace, default_mult: float) -> List[dict]:
     settings = [(name, *options[name], mult if name.endswith('learned') else None) for name in args.settings]
     sweep = [(f'bilinear-learned-lr{_mult_name(m)}', LA, [f'{LR_KEY}={m:g}'], m)
              for m in args.sweep if m != mult or 'bilinear-learned' not in args.settings]
+    if args.warmup:
+        sweep.append(('bilinear-learned-warmup100', LA_WARMUP, [f'{LR_KEY}={mult:g}'], mult))
     sweep_seeds = args.sweep_seeds if args.sweep_seeds is not None else args.seeds[:2]
     # Seed by seed, every setting of a seed before the next seed: a partial study compares them all.
     return [dict(setting=name, seed=seed, config=config, theta_lr_mult=m,
