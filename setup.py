@@ -1,8 +1,10 @@
 """Build and install mmo1d.
 
 The compiled module ``mmo1d._C`` always holds the op schema and the CPU kernels. The CUDA kernels
-are compiled into it when a CUDA toolkit is found (``CUDA_HOME``) and torch is a CUDA build, or
-when ``FORCE_CUDA=1``; ``FORCE_CUDA=0`` builds the CPU kernels only. ``TORCH_CUDA_ARCH_LIST``
+are compiled into it when ``FORCE_CUDA=1``, or, with ``FORCE_CUDA`` unset, when a CUDA toolkit is
+found (``CUDA_HOME``), torch is a CUDA build and a GPU is visible (``mmo1d/utils/cuda_build.py``);
+``FORCE_CUDA=0`` builds the CPU kernels only. Without a GPU, the CUDA kernels are compiled just in
+time when one appears (``mmo1d/ops/_ext.py``). ``TORCH_CUDA_ARCH_LIST``
 selects the GPU architectures (default without a visible GPU: 8.0;8.6;8.9;9.0+PTX); the kernels
 need compute capability 8.0 or newer, and older targets are refused before compiling.
 
@@ -41,6 +43,7 @@ def load_module(*path: str) -> ModuleType:
 cuda_env = load_module('mmo1d', 'ops', 'cuda_env.py')
 cuda_arch = load_module('mmo1d', 'ops', 'cuda_arch.py')
 version_check = load_module('mmo1d', 'utils', 'version_check.py')
+cuda_build = load_module('mmo1d', 'utils', 'cuda_build.py')
 
 
 def read_version() -> str:
@@ -51,15 +54,13 @@ def read_version() -> str:
 
 
 def want_cuda() -> bool:
-    force = os.environ.get('FORCE_CUDA', '')
-    if force == '1':
-        if CUDA_HOME is None or torch.version.cuda is None:
-            raise RuntimeError('FORCE_CUDA=1 but no CUDA toolkit (CUDA_HOME) or a CPU-only torch '
-                               f'(torch.version.cuda={torch.version.cuda}) was found')
-        return True
-    if force == '0':
-        return False
-    return CUDA_HOME is not None and torch.version.cuda is not None
+    """Whether to compile the CUDA kernels (``cuda_build``'s rule); says why in one line."""
+    try:
+        build, reason = cuda_build.decide_from_environment()
+    except (ValueError, RuntimeError) as e:
+        raise SystemExit(f'error: {e}') from e
+    print(f'mmo1d: {reason}', file=sys.stderr)
+    return build
 
 
 def openmp_flags() -> list:

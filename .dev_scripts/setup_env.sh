@@ -4,6 +4,10 @@
 #   bash .dev_scripts/setup_env.sh          (what `make setup`, `make demo` and `make test` run)
 #
 # Idempotent: steps whose result is already there are skipped, so a second run is quick.
+# From nothing on 2 cores: torch and the toolboxes download in a few minutes; mmcv is built from source
+# (about 12 minutes) unless a wheel of it is found; mmo1d's C++ build takes a few minutes. The CUDA
+# kernels are compiled only for FORCE_CUDA=1 or a visible GPU (mmo1d/utils/cuda_build.py): without a
+# GPU they could not run, and a GPU that appears later gets them compiled just in time.
 # Environment variables:
 #   PYTHON              interpreter to create the venv with (default: python3)
 #   MMO1D_VENV          venv location (default: <repo>/.venv)
@@ -29,6 +33,8 @@ TEST_PINS="pytest pytest-benchmark ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscr
 TOOL_PINS="setuptools>=77.0.3,<81 wheel ninja"
 
 step() { echo "[setup] $*"; }
+# Seconds since a start time ($SECONDS when the step began), said when a long step ends.
+took() { step "  took $(( (SECONDS - $1) / 60 )) min $(( (SECONDS - $1) % 60 )) s"; }
 fail() { echo "[setup] FAILED: $*" >&2; exit 1; }
 pip_install() { "$VPY" -m pip install -q --disable-pip-version-check "$@"; }
 
@@ -53,9 +59,11 @@ pip_install $TOOL_PINS || fail "step 2: installing build tools ($TOOL_PINS)"
 
 # 3. torch + torchvision (mmpretrain needs torchvision at import).
 if ! "$VPY" -c 'import torch, torchvision' 2>/dev/null; then
-  step "installing $TORCH_PIN"
+  step "installing $TORCH_PIN (about 1 GB to download and unpack: a few minutes)"
+  start=$SECONDS
   # shellcheck disable=SC2086
   pip_install $TORCH_PIN || fail "step 3: installing $TORCH_PIN"
+  took $start
 fi
 TORCH_VERSION=$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')
 PY_TAG=$("$VPY" -c 'import sys; print(f"cp{sys.version_info.major}{sys.version_info.minor}")')
@@ -86,7 +94,9 @@ if ! mmcv_ok; then
   done
 fi
 if ! mmcv_ok; then
-  step "building mmcv $MMCV_VERSION with ops from source (about 18 minutes on 2 cores, once per machine)"
+  step "building mmcv $MMCV_VERSION with ops from source (about 12 minutes on 2 cores, once per machine;" \
+    "a wheel of it in PIP_FIND_LINKS or $CACHE skips this)"
+  start=$SECONDS
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   "$VPY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation "mmcv==$MMCV_VERSION" -d "$work" ||
@@ -106,13 +116,17 @@ if ! mmcv_ok; then
     fail "step 4: installing the built mmcv wheel"
   mmcv_ok || fail "step 4: the mmcv built from source does not import with its ops"
   step "mmcv wheel cached in $CACHE"
+  took $start
 fi
 
 # 5. The OpenMMLab toolboxes and the test tools.
+if ! "$VPY" -c 'import mmdet, mmseg, mmpretrain, pytest, onnx, onnxruntime' 2>/dev/null; then
+  step "installing mmdet, mmsegmentation, mmpretrain and the test tools (a minute or two)"
+fi
 # shellcheck disable=SC2086
 pip_install $MM_PINS $TEST_PINS || fail "step 5: installing $MM_PINS $TEST_PINS"
 
-# 6. mmo1d itself (compiles mmo1d._C; the CUDA kernels too when a toolkit is present).
+# 6. mmo1d itself (compiles mmo1d._C; the CUDA kernels too for FORCE_CUDA=1, or with a toolkit and a GPU).
 # A CUDA toolkit root has bin/nvcc and include/cuda_runtime.h (an nvcc on PATH may be a wrapper).
 if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null 2>&1; then
   for dir in /usr/local/cuda "$(dirname "$(readlink -f "$(command -v nvcc)")")/.."; do
@@ -123,15 +137,28 @@ if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null 2>&1; then
     fi
   done
 fi
+# "cuda <why>" or "cpu <why>": setup.py applies the same rule.
+decision=$("$VPY" mmo1d/utils/cuda_build.py) || fail "step 6: deciding whether to compile the CUDA kernels"
+kernels=${decision%% *}
+# The stamp records what was built: the sources, and the kernels with their architectures.
 stamp="$VENV/.mmo1d-build"
-digest=$(cat setup.py pyproject.toml mmo1d/version.py mmo1d/ops/cuda_env.py $(find csrc -type f | sort) |
-  sha1sum | cut -d' ' -f1)-${FORCE_CUDA:-}-${TORCH_CUDA_ARCH_LIST:-}
+digest=$(cat setup.py pyproject.toml mmo1d/version.py mmo1d/ops/cuda_env.py mmo1d/utils/cuda_build.py \
+  $(find csrc -type f | sort) | sha1sum | cut -d' ' -f1)-$kernels
+[ "$kernels" = cpu ] || digest=$digest-${TORCH_CUDA_ARCH_LIST:-}
 if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ] || ! "$VPY" -c 'import mmo1d._C' 2>/dev/null; then
-  step "building mmo1d (pip install --no-build-isolation -e .)"
+  if [ "$kernels" = cpu ]; then
+    step "building mmo1d, C++ and CPU kernels (pip install --no-build-isolation -e .; about 3 minutes on 2 cores)"
+  else
+    step "building mmo1d with its CUDA kernels (pip install --no-build-isolation -e .; about 11 minutes on" \
+      "2 cores for the default architectures, less for one TORCH_CUDA_ARCH_LIST entry)"
+  fi
+  step "  ${decision#* }"
+  start=$SECONDS
   rm -f "$stamp"
   MAX_JOBS=${MAX_JOBS:-$(nproc)} "$VPY" -m pip install -q --disable-pip-version-check --no-build-isolation \
     --use-pep517 --no-deps -e . || fail "step 6: building mmo1d"
   echo "$digest" > "$stamp"
+  took $start
 fi
 
 "$VPY" - <<'EOF' || fail "step 7: the installed environment does not import"
