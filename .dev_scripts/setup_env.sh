@@ -59,7 +59,7 @@ pip_install $TOOL_PINS || fail "step 2: installing build tools ($TOOL_PINS)"
 
 # 3. torch + torchvision (mmpretrain needs torchvision at import).
 if ! "$VPY" -c 'import torch, torchvision' 2>/dev/null; then
-  step "installing $TORCH_PIN (about 1 GB to download and unpack: a few minutes)"
+  step "installing $TORCH_PIN (with its CUDA libraries about 4.5 GB unpacked: a few minutes)"
   start=$SECONDS
   # shellcheck disable=SC2086
   pip_install $TORCH_PIN || fail "step 3: installing $TORCH_PIN"
