@@ -103,7 +103,9 @@ def test_summarize_writes_table_json_and_figure(tmp_path: Path) -> None:
     assert rows['bilinear-learned']['angles']['all']['toward_share'] == pytest.approx(0.75)
     assert 'angles' not in rows['trunc-fixed']
     text = (tmp_path / 'learned_angles_textures_cpu.md').read_text()
-    assert '| bilinear-learned | 10 | 65.00 ± 7.07 | 60.00 (0), 70.00 (1) | 75.00 ± 7.07 | 100 |' in text
+    assert rows['bilinear-learned']['mIoU_minus_trunc_fixed']['values'] == [10.0, 16.0]
+    assert 'mIoU_minus_trunc_fixed' not in rows['trunc-fixed']
+    assert '| bilinear-learned | 10 | 65.00 ± 7.07 | 60.00 (0), 70.00 (1) | 13.00 ± 4.24 | 75.00 ± 7.07 | 100 |' in text
     assert '| bilinear-learned | stem | 2 | 4.00 | 1.00 | 0.75 | 8.00 |' in text
     assert json.loads((tmp_path / 'learned_angles_textures_cpu.json').read_text())['settings'] == json.loads(
         json.dumps(rows))

@@ -222,6 +222,10 @@ def summarize(results: List[dict], orientations: Sequence[float]) -> Dict[str, d
                    seeds=[r['seed'] for r in runs], mIoU=seed_stats([r['mIoU'] for r in runs]),
                    mAcc=seed_stats([r['mAcc'] for r in runs]),
                    train_seconds=round(sum(r['train_seconds'] for r in runs) / len(runs), 1))
+        baseline = {r['seed']: r['mIoU'] for r in settings.get('trunc-fixed', {}).get('runs', [])}
+        if name != 'trunc-fixed' and all(r['seed'] in baseline for r in runs):
+            # Paired by seed: the same initial weights of everything but the angles, the same batches.
+            row['mIoU_minus_trunc_fixed'] = seed_stats([r['mIoU'] - baseline[r['seed']] for r in runs])
         aligned = [r['angles']['alignment'] for r in runs if r.get('angles')]
         if aligned:
             row['angles'] = {group: {key: seed_stats([a[group][key] for a in aligned])['mean']
@@ -249,12 +253,14 @@ def markdown(report: dict) -> str:
              f'degrees, noise {report["data"]["noise"]:g}). Model: `{BASE}` and its `-la` config, same '
              'schedule; mIoU of the validation images after the last iteration, mean ± sample standard '
              'deviation over seeds.', '',
-             '| setting | theta lr mult | mIoU | per seed (seed) | mAcc | train s / run |',
-             '|---|---|---|---|---|---|']
+             '| setting | theta lr mult | mIoU | per seed (seed) | minus trunc-fixed, same seed | mAcc '
+             '| train s / run |',
+             '|---|---|---|---|---|---|---|']
     for name, row in rows.items():
         mult = f'{row["theta_lr_mult"]:g}' if row['theta_lr_mult'] is not None else '-'
         seeds = ', '.join(f'{v:.2f} ({s})' for v, s in zip(row['mIoU']['values'], row['seeds']))
-        lines.append(f'| {name} | {mult} | {_pm(row["mIoU"])} | {seeds} | {_pm(row["mAcc"])} | '
+        paired = _pm(row['mIoU_minus_trunc_fixed']) if 'mIoU_minus_trunc_fixed' in row else '-'
+        lines.append(f'| {name} | {mult} | {_pm(row["mIoU"])} | {seeds} | {paired} | {_pm(row["mAcc"])} | '
                      f'{row["train_seconds"]:.0f} |')
     lines += ['', '## Where the learned angles went', '',
               'Per channel, its *target* is the texture orientation nearest its initial direction (unique '
