@@ -245,8 +245,10 @@ def markdown(report: dict) -> str:
     lines = ['# Learned angles on oriented textures', '',
              f'Command: `{report["command"]}`  ',
              f'Commit {report["commit"]}, torch {report["torch"]}, {report["device"]} '
-             f'({report["device_name"]}), OMP_NUM_THREADS={report["omp_num_threads"]}, wall time '
-             f'{report["wall_seconds"] / 60:.1f} min for the runs done by this call.', '',
+             f'({report["device_name"]}), OMP_NUM_THREADS={report["omp_num_threads"]}, {report["jobs"]} runs at '
+             f'a time. {len(report["runs"])} runs of {report["run_seconds"] / 60:.1f} min in all (train and '
+             f'evaluation, each run\'s own wall time); this call took {report["wall_seconds"] / 60:.1f} min '
+             '(runs already done are not repeated).', '',
              f'Data: `make_demo_data.py --which textures` ({report["data"]["split_sizes"]["training"]} + '
              f'{report["data"]["split_sizes"]["validation"]} images of {report["data"]["size"][0]}x'
              f'{report["data"]["size"][1]}, orientations {", ".join(f"{a:g}" for a in report["orientations"])} '
@@ -334,7 +336,10 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
                 groups.setdefault(result['angles']['groups'][name], []).append(torch.tensor(theta))
     report = dict(command='python tools/analysis_tools/learnable_angles_study.py ' + shlex.join(argv or sys.argv[1:]),
                   commit=_git_commit(), torch=torch.__version__, device=device, device_name=_device_name(device),
-                  omp_num_threads=os.environ.get('OMP_NUM_THREADS', '1'), wall_seconds=round(wall, 1),
+                  omp_num_threads=os.environ.get('OMP_NUM_THREADS', '1'), jobs=args.jobs, wall_seconds=round(wall, 1),
+                  run_seconds=round(sum(r['train_seconds'] for r in results), 1),
+                  runs=[{k: r[k] for k in ('setting', 'seed', 'mIoU', 'mAcc', 'aAcc', 'train_seconds')}
+                        for r in results],
                   orientations=orientations, data=meta, figure=figure.as_posix(), settings=summary)
     if panels:
         draw_texture_angles(str(figure), panels, orientations,
