@@ -27,9 +27,9 @@ SHIPPED = [
 # rule two layer ids there.
 ARCH = dict(depths=[1, 1, 4, 1], channels=[16, 32, 32, 64])
 IDS = [p.name for p in LA_CONFIGS]
-# The angles' learning rate relative to their block's (docs/learnable.md): 10x in the 300-iteration
-# texture demo, whose optimizer is mmengine's default constructor (custom_keys), as the
-# learnable-angles study chose; the block's own rate elsewhere.
+# The angles' learning rate relative to their block's, as docs/learnable.md recommends: 10x in the
+# 300-iteration texture demo, whose optimizer is mmengine's default constructor (custom_keys); the
+# block's own rate in the long recipes.
 THETA_LR_MULT = {'oriented-convnext-demo-1d-la_upernet_1xb8-300iter_ade20k-textures-64x64.py': 10.0}
 
 

@@ -26,7 +26,8 @@ class _Net(nn.Module):
 def _runner(custom_keys: dict) -> SimpleNamespace:
     torch.manual_seed(0)
     model = _Net()
-    wrapper = build_optim_wrapper(model, dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=0.01, weight_decay=0.05),
+    optimizer = dict(type='AdamW', lr=0.01, weight_decay=0.05)
+    wrapper = build_optim_wrapper(model, dict(type='OptimWrapper', optimizer=optimizer,
                                               paramwise_cfg=dict(custom_keys=custom_keys)))
     return SimpleNamespace(model=model, optim_wrapper=wrapper, iter=0, logger=MMLogger.get_current_instance())
 
