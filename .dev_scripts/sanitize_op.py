@@ -21,31 +21,31 @@ from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
 PASSES = ('forward', 'backward_input', 'backward_weight')
 # (N, C, H, W, K, stride, dtype, layout[, rounding[, angles]]): chosen so that every path appears.
 CASES = [
-    (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_nhwc, win_classes, vec_wgrad_classes
+    (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_gather, win_gather_classes, vec_wgrad_classes
     (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
     (2, 32, 33, 35, 31, 2, torch.float32, 'channels_last'),
-    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_nhwc, vec_wgrad
-    (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_nhwc (C not a multiple of 16)
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather, vec_wgrad
+    (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)
     (2, 40, 21, 19, 63, 1, torch.float32, 'channels_last'),
-    (2, 24, 37, 33, 31, 1, torch.float32, 'nchw'),            # seg_nchw, seg_wgrad
+    (2, 24, 37, 33, 31, 1, torch.float32, 'nchw'),            # seg_gather, seg_wgrad
     (2, 24, 70, 66, 7, 1, torch.bfloat16, 'nchw'),
-    (2, 16, 25, 27, 31, 2, torch.float16, 'nchw'),            # gather_nchw, wgrad_nchw
-    (2, 16, 25, 27, 9, 3, torch.float32, 'channels_last'),    # gather_nhwc, wgrad_nhwc
+    (2, 16, 25, 27, 31, 2, torch.float16, 'nchw'),            # general_gather_nchw, general_wgrad_nchw
+    (2, 16, 25, 27, 9, 3, torch.float32, 'channels_last'),    # general_gather_nhwc, general_wgrad_nhwc
     (2, 16, 25, 27, 15, 1, torch.float64, 'channels_last'),
-    (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last'),    # gather_nchw through NCHW copies
+    (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last'),    # general_gather_nchw through NCHW copies
     (2, 8, 11, 13, 1, 1, torch.float32, 'nchw'),
     (1, 3, 5, 7, 5, 3, torch.bfloat16, 'channels_last'),
-    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_win_nhwc, interp_vec_wgrad_nhwc
-    (2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_vec_nhwc (unaligned channels)
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_win, interp_vec_wgrad
+    (2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_vec (unaligned channels)
     (2, 64, 29, 30, 15, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc, interp_wgrad_nhwc
     (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
-    (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # interp_seg_nchw, interp_seg_wgrad_nchw
+    (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # interp_seg, interp_seg_wgrad
     (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # (16-bit: sum columns of two lanes)
     (1, 8, 56, 60, 31, 1, torch.float32, 'nchw', 'gaussian'),            # float32, two tasks per thread
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
     (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
-    (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win_nhwc, lanes across 2 angles
-    # interp_win_nhwc with per-channel angles: blocks that walk the union of their channels' points
+    (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win, lanes across 2 angles
+    # interp_win with per-channel angles: blocks that walk the union of their channels' points
     # (learned: the 8 directions moved by up to 0.05 rad), blocks that keep their own (arbitrary).
     (2, 16, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # 7 outputs per thread (wgrad)
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),

@@ -55,7 +55,7 @@ struct Plan {
 Plan make_plan(const at::Tensor& theta, int64_t K, TapMode mode);
 
 // Padding of merged weights and other per-run arrays on both sides: a vector that overhangs a run
-// (nhwc_kernels.h) reads up to a vector's lanes (at most 16) beyond it.
+// (line_kernels.h) reads up to a vector's lanes (at most 16) beyond it.
 constexpr int64_t kRunPad = 32;
 
 // Merged weights (see above) of the (C, K) weights w, with kRunPad zeros before and after.

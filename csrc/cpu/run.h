@@ -1,7 +1,7 @@
-// What the CPU entry points of both ops (ops.cpp: rounded taps; interp_ops.cpp: interpolated taps)
-// share once they have a plan: the tensors in the kernels' precision and layout, the drivers of
-// kernels.h, and the result back in the input's dtype and layout. `merge(const T* w)` gives the
-// plan's merged weights (plan.h) of the (C, K) weights w.
+// What the CPU entry points (ops.cpp, for every tap rule) share once they have a plan: the tensors
+// in the kernels' precision and layout, the drivers of kernels.h, and the result back in the input's
+// dtype and layout. `merge(const T* w)` gives the plan's merged weights (plan.h) of the (C, K)
+// weights w.
 #pragma once
 
 #include <ATen/ATen.h>

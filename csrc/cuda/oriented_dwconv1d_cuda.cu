@@ -33,8 +33,8 @@
 #include <string>
 
 #include "../oriented_dwconv1d.h"
+#include "common/table_cache.cuh"
 #include "entry.cuh"
-#include "table_cache.cuh"
 
 namespace mmo1d {
 namespace cuda {

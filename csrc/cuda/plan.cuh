@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "../tap_rule.h"
-#include "geometry.cuh"
-#include "launch.cuh"
+#include "common/geometry.cuh"
+#include "common/launch.cuh"
 
 namespace mmo1d {
 namespace cuda {

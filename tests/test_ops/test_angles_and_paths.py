@@ -5,6 +5,8 @@ import pytest
 import torch
 
 from mmo1d.ops import (
+    PATH_ALIASES,
+    canonical_path,
     oriented_dwconv1d,
     oriented_dwconv1d_path,
     oriented_dwconv1d_paths,
@@ -84,8 +86,32 @@ def test_path_list_comes_from_the_compiled_families():
     assert len(paths) == len(set(paths)) and all(p and '+' not in p for p in paths)
     # The general family serves every rounded call, so the dispatcher tries it last; the
     # interpolated families serve the interpolated calls (learnable angles), the fast ones first.
-    assert paths[-4:] == ['gather_nchw', 'gather_nhwc', 'wgrad_nchw', 'wgrad_nhwc']
-    interp = ['interp_win_nhwc', 'interp_seg_nchw', 'interp_seg_wgrad_nchw', 'interp_vec_nhwc',
-              'interp_vec_wgrad_nhwc', 'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw',
+    assert paths[-4:] == ['general_gather_nchw', 'general_gather_nhwc', 'general_wgrad_nchw', 'general_wgrad_nhwc']
+    interp = ['interp_win', 'interp_seg', 'interp_seg_wgrad', 'interp_vec',
+              'interp_vec_wgrad', 'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw',
               'interp_wgrad_nhwc']
     assert [p for p in paths if p.startswith('interp_')] == interp
+
+
+def test_former_path_names_read_as_the_current_ones():
+    assert canonical_path('seg_nchw') == 'seg_gather'
+    assert canonical_path('gather_nchw+nchw_copies') == 'general_gather_nchw+nchw_copies'
+    assert canonical_path('wgrad_nhwc') == 'general_wgrad_nhwc'
+    for name in ('seg_gather', 'interp_gather_nhwc', 'cpu', 'general_wgrad_nchw+nchw_copies'):
+        assert canonical_path(name) == name
+    # No former name is a current one (a name never means two paths).
+    assert not set(PATH_ALIASES) & set(PATH_ALIASES.values())
+    with pytest.raises(ValueError, match='non-empty string'):
+        canonical_path('')
+
+
+def test_path_names_start_with_their_family_word():
+    paths = oriented_dwconv1d_paths()
+    if not _C.cuda_compiled() and not torch.cuda.is_available():
+        pytest.skip('no CUDA kernels')
+    # Every former name maps to a path of the compiled list, and none of them is still returned.
+    assert set(PATH_ALIASES.values()) <= set(paths)
+    assert not set(PATH_ALIASES) & set(paths)
+    words = ('s2_gather', 'win_gather', 'vec_gather', 'seg_gather', 'vec_wgrad', 'seg_wgrad', 'interp_win',
+             'interp_seg', 'interp_vec', 'interp', 'general')
+    assert all(any(p == w or p.startswith(w + '_') for w in words) for p in paths)

@@ -42,7 +42,7 @@ EPS = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11
 EPS_ACC = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24}
 PASSES = ('forward', 'backward_input', 'backward_weight')
 # The general kernels' NCHW paths also serve channels_last tensors through NCHW copies.
-VIA_COPIES = ('gather_nchw+nchw_copies', 'wgrad_nchw+nchw_copies')
+VIA_COPIES = ('general_gather_nchw+nchw_copies', 'general_wgrad_nchw+nchw_copies')
 # Elements of the reference's (N, C, K, H', W') gather per case: large planes get fewer images.
 MAX_TAPS = 300_000_000
 # The gaussian band of the interpolated cases (no pixel on its edge: the radius is not an integer)
@@ -324,31 +324,31 @@ def test_path_query_follows_the_domains():
             x = x.contiguous(memory_format=torch.channels_last)
         return oriented_dwconv1d_path(x, torch.randn(c, k, device='cuda', dtype=dtype), stride, p)
 
-    assert path(64, 56, 31, 1, torch.bfloat16, 'channels_last') == 'win_nhwc'
-    assert path(60, 56, 31, 1, torch.bfloat16, 'channels_last') == 'vec_nhwc'  # C not a multiple of 16
-    assert path(64, 56, 31, 2, torch.float16, 'channels_last') == 's2_nhwc'
-    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_input') == 'win_classes_nhwc'
-    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_weight') == 'vec_wgrad_classes_nhwc'
-    assert path(64, 56, 31, 1, torch.float32, 'nchw') == 'seg_nchw'
-    assert path(64, 56, 31, 2, torch.float32, 'nchw') == 'gather_nchw'
-    assert path(64, 56, 31, 1, torch.float64, 'channels_last') == 'gather_nhwc'
-    assert path(64, 56, 31, 3, torch.float32, 'channels_last', 'backward_weight') == 'wgrad_nhwc'
+    assert path(64, 56, 31, 1, torch.bfloat16, 'channels_last') == 'win_gather'
+    assert path(60, 56, 31, 1, torch.bfloat16, 'channels_last') == 'vec_gather'  # C not a multiple of 16
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last') == 's2_gather'
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_input') == 'win_gather_classes'
+    assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_weight') == 'vec_wgrad_classes'
+    assert path(64, 56, 31, 1, torch.float32, 'nchw') == 'seg_gather'
+    assert path(64, 56, 31, 2, torch.float32, 'nchw') == 'general_gather_nchw'
+    assert path(64, 56, 31, 1, torch.float64, 'channels_last') == 'general_gather_nhwc'
+    assert path(64, 56, 31, 3, torch.float32, 'channels_last', 'backward_weight') == 'general_wgrad_nhwc'
     x = torch.randn(2, 64, 56, 56, device='cuda', dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
     w = torch.randn(64, 31, device='cuda', dtype=torch.bfloat16)
-    assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_win_nhwc'
-    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian', radius=RADIUS) == 'interp_win_nhwc'
+    assert oriented_dwconv1d_path(x, w, 1, 'forward', rounding='bilinear') == 'interp_win'
+    assert oriented_dwconv1d_path(x, w, 1, 'backward_input', rounding='gaussian', radius=RADIUS) == 'interp_win'
     x60 = x[:, :60].contiguous(memory_format=torch.channels_last)  # C not a multiple of 16
-    assert oriented_dwconv1d_path(x60, w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
+    assert oriented_dwconv1d_path(x60, w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec'
     w63 = torch.randn(64, 63, device='cuda', dtype=torch.bfloat16)  # offsets beyond the segment builder's grid
-    assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec_nhwc'
+    assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec'
     assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
-        'interp_vec_wgrad_nhwc'
+        'interp_vec_wgrad'
     assert oriented_dwconv1d_path(x, w, 2, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian', radius=RADIUS) == 'interp_wgrad_nhwc'
     assert oriented_dwconv1d_path(x.double(), w.double(), 1, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x.contiguous(), w, 2, 'backward_input', rounding='bilinear') == 'interp_gather_nchw'
-    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_input', rounding='bilinear') == 'interp_seg_nchw'
+    assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_input', rounding='bilinear') == 'interp_seg'
     assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
-        'interp_seg_wgrad_nchw'
+        'interp_seg_wgrad'
     with pytest.raises(ValueError, match='pass_ must be'):
         path(64, 56, 31, 1, torch.float32, 'nchw', 'sideways')

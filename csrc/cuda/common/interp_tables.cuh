@@ -1,0 +1,89 @@
+// Per-call tables of the interpolated taps ('bilinear', 'gaussian'; interp.h): for every channel the
+// distinct pixels its taps' samples read (the points), those read with a nonzero coefficient first,
+// their merged weights, and for each sample its point, coefficient and derivative in the angle.
+// The interpolated families' kernels gather over the points (forward, input gradient) and sum
+// dy * x at each point; contract() (interp_contract.cuh) turns those sums into the weight and angle
+// gradients. The tables' sizes and the kernels that build them: interp_table_kernels.cuh.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../../interp.h"
+#include "common.cuh"
+#include "interp_table_kernels.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// The tables of one call (build_interp_tables): the views below name their parts.
+template <typename acc_t>
+struct InterpTables {
+  at::Tensor ints,
+      accs;         // ints: off | halo | npts_gather | npts_all | spt | scratch; accs: pw | coef | dcoef | scratch
+  at::Tensor same;  // (C) ints, when built with_same: channel c has the points of channel c - 1
+  int64_t C, R, S;  // channels, row length, samples per channel
+  const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
+  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * C * R); }
+  const int* npts_gather() const { return ints.data_ptr<int>() + 2 * C * R + 2 * C; }
+  const int* npts_all() const { return npts_gather() + C; }
+  const int* npts(bool all) const { return all ? npts_all() : npts_gather(); }  // the points a pass reads
+  at::Tensor spt() const { return ints.narrow(0, 2 * C * R + 4 * C, C * S).view({C, S}); }
+  const acc_t* w() const { return accs.data_ptr<acc_t>(); }
+  at::Tensor coef() const { return accs.narrow(0, C * R, C * S).view({C, S}); }
+  at::Tensor dcoef() const { return accs.narrow(0, C * R + C * S, C * S).view({C, S}); }
+};
+
+template <typename scalar_t, typename acc_t>
+InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule,
+                                        bool residual, bool with_same = false) {
+  const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
+  const int R = interp_rows(rule, K);
+  const int64_t S = int64_t(K) * rule.samples();
+  InterpTables<acc_t> t;
+  t.C = C;
+  t.R = R;
+  t.S = S;
+  const auto dev = weight.device();
+  // ints: off (2CR) | halo (2C) | npts_gather (C) | npts_all (C) | spt (CS) | raw_off (2CR) | raw_nz (CR) | order (CR)
+  // (S = K * M with M even: every int2 array starts 8-byte aligned)
+  t.ints = at::empty({2 * int64_t(C) * R + 4 * C + C * S + 4 * int64_t(C) * R}, at::TensorOptions(dev).dtype(at::kInt));
+  t.accs = at::empty({int64_t(C) * R + 2 * C * S + int64_t(C) * R},
+                     at::TensorOptions(dev).dtype(c10::CppTypeToScalarType<acc_t>::value));
+  int* ip = t.ints.template data_ptr<int>();
+  int* spt = ip + 2 * int64_t(C) * R + 4 * C;
+  int* raw = spt + C * S;
+  acc_t* ap = t.accs.template data_ptr<acc_t>();
+  const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
+  const at::Tensor w = weight.contiguous();
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  if (interp_warp_builder<acc_t>(rule, K)) {
+    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(rule, K), stream>>>(
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(rule, K), rule, residual,
+        reinterpret_cast<int2*>(ip), ap, ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
+        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S);
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  } else {
+    constexpr int kThreads = 64;
+    build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(
+        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, rule, residual, reinterpret_cast<int2*>(ip), ap,
+        ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
+        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
+        reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
+        raw + 3 * int64_t(C) * R);
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  }
+  if (with_same) {
+    t.same = at::empty({C}, t.ints.options());
+    interp_same_kernel<<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+        t.off(), t.npts_gather(), t.npts_all(), C, R, t.same.template data_ptr<int>());
+    MMO1D_CUDA_CHECK(cudaGetLastError());
+  }
+  return t;
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

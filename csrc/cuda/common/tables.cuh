@@ -1,0 +1,315 @@
+// Per-call tables of the oriented depthwise 1D convolution: for every channel the distinct points
+// of its oriented line (TablesT: offsets, merged weights, tap -> point map, halo) and the same
+// points as runs along one axis (SegTables, for the fast paths). Built on the GPU at each call from
+// theta and the weight; the host builders are defined in tables.cu.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <climits>
+#include "../../oriented_dwconv1d.h"
+#include "common.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ----------------------------------------------------------------------------------------------
+// Tables: for every channel the distinct points of its oriented line, their merged weights, the
+// tap -> point map and the halo (max |dh|, max |dw|).
+// With classes = 4 (stride-2 weight gradient), entry cls * C + c holds the taps of channel c whose
+// offsets have parities (cls >> 1, cls & 1), at offsets (dh >> 1, dw >> 1); the other taps map to
+// point -1.
+// ----------------------------------------------------------------------------------------------
+// Whether the taps of channel c have the same offsets as those of channel c - 1 (theta: float angles),
+// so that every table derived from them coincides: the NHWC kernels then give a lane's channels one
+// vector load per point. Computed once per call here rather than by comparing tables in each block.
+__device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ theta, int c, int K,
+                                                     TapMode mode) {
+  if (c == 0) return false;
+  const float a = theta[c - 1], b = theta[c];
+  if (__float_as_int(a) == __float_as_int(b)) return true;
+  float sa, ca, sb, cb;
+  angle_sincos(a, &sa, &ca);
+  angle_sincos(b, &sb, &cb);
+  for (int t = 0; t < K; ++t) {
+    int ha, wa, hb, wb;
+    tap_offset(t, K, sa, ca, mode, &ha, &wa);
+    tap_offset(t, K, sb, cb, mode, &hb, &wb);
+    if (ha != hb || wa != wb) return false;
+  }
+  return true;
+}
+
+// Per quarter of a channel block (V channels from cq): whether all its channels share the first
+// one's offsets, from per-channel same-as-previous flags (same(c) != 0: channel c has the offsets of
+// channel c - 1; TablesT::same or SegInfo::same). Evaluated by threads 0-3.
+template <int V, typename Same>
+__device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
+  if (cq + V > C) return false;
+  bool u = true;
+#pragma unroll
+  for (int k = 1; k < V; ++k) u = u && same(cq + k) != 0;
+  return u;
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void build_tables_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C, int K,
+                                    TapMode mode, bool residual, int classes, int2* __restrict__ off,
+                                    acc_t* __restrict__ pw, int* __restrict__ npts, int* __restrict__ tap_pt,
+                                    int2* __restrict__ halo, int* __restrict__ same) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= C * classes) return;
+  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
+  same[idx] = same_offsets_as_prev(theta, c, K, mode);
+  float s, co;
+  angle_sincos(theta[c], &s, &co);
+  int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
+  const int64_t wbase = static_cast<int64_t>(c) * K, base = static_cast<int64_t>(idx) * K;
+  // A point's weight is summed in a register (its taps are consecutive) and stored once.
+  acc_t wsum = acc_t(0);
+  for (int t = 0; t < K; ++t) {
+    int dh, dw;
+    tap_offset(t, K, s, co, mode, &dh, &dw);
+    if (cls >= 0) {
+      if ((dh & 1) != (cls >> 1) || (dw & 1) != (cls & 1)) {
+        tap_pt[base + t] = -1;
+        continue;
+      }
+      dh >>= 1;
+      dw >>= 1;
+    }
+    if (dh != prev_dh || dw != prev_dw) {
+      if (n >= 0 && pw != nullptr) pw[base + n] = wsum;
+      ++n;
+      off[base + n] = make_int2(dh, dw);
+      wsum = acc_t(0);
+      prev_dh = dh;
+      prev_dw = dw;
+      ph = max(ph, abs(dh));
+      pwid = max(pwid, abs(dw));
+    }
+    if (pw != nullptr) wsum += static_cast<acc_t>(weight[wbase + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+    tap_pt[base + t] = n;
+  }
+  if (pw != nullptr && n >= 0) pw[base + n] = wsum;
+  // Unused table slots: weight 0 at the centre, so padded loops read valid memory and add nothing.
+  for (int j = n + 1; j < K; ++j) {
+    off[base + j] = make_int2(0, 0);
+    if (pw != nullptr) pw[base + j] = acc_t(0);
+  }
+  npts[idx] = n + 1;
+  halo[idx] = make_int2(ph, pwid);
+}
+
+template <typename acc_t>
+struct TablesT {
+  at::Tensor ints;  // off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K) | same (C): int2 arrays 8-byte aligned
+  at::Tensor weights;
+  int C, K;  // C: entries (channels x parity classes)
+  const int2* off() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>()); }
+  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 2 * int64_t(C) * K); }
+  const int* npts() const { return ints.data_ptr<int>() + 2 * int64_t(C) * K + 2 * C; }
+  const int* tap_pt() const { return npts() + C; }
+  const int* same() const { return tap_pt() + int64_t(C) * K; }  // offsets as the previous channel's
+  const acc_t* w() const { return weights.defined() ? weights.data_ptr<acc_t>() : nullptr; }
+};
+
+struct SegInfo {
+  int mode;  // 0: u = (0, 1), 1: u = (1, 0), 2: u = (1, 1), 3: u = (1, -1)
+  int nseg;
+  int npts;
+  int same;  // the taps' offsets are those of the previous channel (same segments)
+};
+
+__host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
+  *ui = mode == 0 ? 0 : 1;
+  *uj = mode == 1 ? 0 : (mode == 3 ? -1 : 1);
+}
+
+// Segment tables of every channel for the gather with offsets sign * (dh, dw): per channel the
+// axis, the segments {dh0, dw0, L, first weight} (point l of a segment is (dh0, dw0) + l * u) and
+// the merged weights in segment order; the halo (max |dh|, max |dw|).
+// With classes = 4 (polyphase input gradient at stride 2), entry cls * C + c holds the taps of
+// channel c whose offsets have parities (cls >> 1, cls & 1), at offsets sign * (dh >> 1, dw >> 1);
+// the other taps map to slot -1.
+template <typename scalar_t>
+__global__ void build_segments_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C,
+                                      int K, TapMode mode, bool residual, int sign, int classes,
+                                      SegInfo* __restrict__ info, int4* __restrict__ segs, float* __restrict__ segw,
+                                      int2* __restrict__ halo, int* __restrict__ tap_sp, int scratch_bytes) {
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= C * classes) return;
+  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
+  const bool same = same_offsets_as_prev(theta, c, K, mode);
+  float s, co;
+  angle_sincos(theta[c], &s, &co);
+  const int64_t wbase = static_cast<int64_t>(c) * K;   // weight row
+  const int64_t base = static_cast<int64_t>(idx) * K;  // table rows
+  // The tap's offset in this entry's coordinates; false: the tap belongs to another class.
+  auto offset = [&](int t, int* dh, int* dw) {
+    tap_offset(t, K, s, co, mode, dh, dw);
+    if (cls >= 0) {
+      if ((*dh & 1) != (cls >> 1) || (*dw & 1) != (cls & 1)) return false;
+      *dh >>= 1;  // floor(dh / 2)
+      *dw >>= 1;
+    }
+    *dh *= sign;
+    *dw *= sign;
+    return true;
+  };
+  // Weights and tap -> slot map are built in this thread's shared-memory scratch when the launch
+  // gave one (K floats + K ints per thread), then copied out: pass 2 reads back and reverses them.
+  extern __shared__ __align__(16) unsigned char scratch[];
+  const bool in_smem = scratch_bytes > 0;
+  float* w = in_smem ? reinterpret_cast<float*>(scratch) + int64_t(threadIdx.x) * K : segw + base;
+  int* tsp = in_smem ? reinterpret_cast<int*>(scratch + sizeof(float) * K * blockDim.x) + int64_t(threadIdx.x) * K
+                     : tap_sp + base;
+  // Pass 1: number of distinct points, halo and, for each axis, the number of runs.
+  int np = 0, ph = 0, pwid = 0;
+  int runs[4] = {0, 0, 0, 0}, dir[4] = {0, 0, 0, 0};
+  int prev_h = INT_MIN, prev_w = INT_MIN;
+  for (int t = 0; t < K; ++t) {
+    int dh, dw;
+    if (!offset(t, &dh, &dw)) continue;
+    if (dh == prev_h && dw == prev_w) continue;
+    ph = max(ph, abs(dh));
+    pwid = max(pwid, abs(dw));
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      int ui, uj;
+      mode_step(m, &ui, &uj);
+      const int eh = dh - prev_h, ew = dw - prev_w;
+      const int d = (np > 0 && eh == ui && ew == uj) ? 1 : ((np > 0 && eh == -ui && ew == -uj) ? -1 : 0);
+      if (d != 0 && (dir[m] == 0 || dir[m] == d)) {
+        dir[m] = d;
+      } else {
+        ++runs[m];
+        dir[m] = 0;
+      }
+    }
+    prev_h = dh;
+    prev_w = dw;
+    ++np;
+  }
+  int axis = 0;  // the axis of the fewest runs (SegInfo::mode; `mode` is the tap rule's)
+#pragma unroll
+  for (int m = 1; m < 4; ++m) {
+    if (runs[m] < runs[axis]) axis = m;
+  }
+  int ui, uj;
+  mode_step(axis, &ui, &uj);
+  // Pass 2: the runs along the chosen axis, weights merged per point.
+  int nseg = 0, nw = 0, run_len = 0, run_dir = 0;
+  int run_h = 0, run_w = 0;  // first point of the current run (in tap order)
+  prev_h = INT_MIN;
+  prev_w = INT_MIN;
+  auto close_run = [&](int taps_done) {
+    if (run_len == 0) return;
+    // Store the run so that l grows along +u: a run walked along -u starts at its last point and
+    // its weights are reversed.
+    int h0 = run_h, w0 = run_w;
+    const int first = nw - run_len;
+    if (run_dir < 0) {
+      h0 = run_h - (run_len - 1) * ui;
+      w0 = run_w - (run_len - 1) * uj;
+      for (int a = first, b = nw - 1; a < b; ++a, --b) {
+        const float tmp = w[a];
+        w[a] = w[b];
+        w[b] = tmp;
+      }
+    }
+    segs[base + nseg] = make_int4(h0, w0, run_len, first);
+    ++nseg;
+    // Taps of a reversed run point at reversed weight slots.
+    for (int t = 0; run_dir < 0 && t < taps_done; ++t) {
+      const int j = tsp[t];
+      if (j >= first && j < nw) tsp[t] = first + (nw - 1 - j);
+    }
+  };
+  const int centre = K / 2;
+  for (int t = 0; t < K; ++t) {
+    int dh, dw;
+    if (!offset(t, &dh, &dw)) {
+      tsp[t] = -1;
+      continue;
+    }
+    float wt = weight != nullptr ? static_cast<float>(weight[wbase + t]) + ((residual && t == centre) ? 1.0f : 0.0f)
+                                 : 0.0f;
+    if (dh == prev_h && dw == prev_w) {
+      w[nw - 1] += wt;
+      tsp[t] = nw - 1;
+      continue;
+    }
+    const int eh = dh - prev_h, ew = dw - prev_w;
+    const int d = (run_len > 0 && eh == ui && ew == uj) ? 1 : ((run_len > 0 && eh == -ui && ew == -uj) ? -1 : 0);
+    if (d != 0 && (run_dir == 0 || run_dir == d)) {
+      run_dir = d;
+      ++run_len;
+    } else {
+      close_run(t);
+      run_h = dh;
+      run_w = dw;
+      run_len = 1;
+      run_dir = 0;
+    }
+    tsp[t] = nw;
+    w[nw++] = wt;
+    prev_h = dh;
+    prev_w = dw;
+  }
+  close_run(K);
+  if (in_smem) {
+    for (int k = 0; k < nw; ++k) segw[base + k] = w[k];
+    for (int t = 0; t < K; ++t) tap_sp[base + t] = tsp[t];
+  }
+  info[idx] = SegInfo{axis, nseg, np, same};
+  halo[idx] = make_int2(ph, pwid);
+}
+
+// The merged weights of tables whose structure was built without them (weight == nullptr above, or
+// cached): pw[e * K + j] = sum over the taps t of entry e (channel e % C) that map to point or slot j
+// (tap_map[e * K + t] == j), in tap order, of weight[c * K + t], plus 1 at the centre tap in the
+// residual form; 0 where no tap maps. The sums run in the order of the builds above, so the weights
+// are theirs bit for bit.
+template <typename scalar_t, typename acc_t>
+__global__ void merge_weights_kernel(const int* __restrict__ tap_map, const scalar_t* __restrict__ weight, int C,
+                                     int K, int entries, bool residual, acc_t* __restrict__ pw) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (idx >= int64_t(entries) * K) return;
+  const int64_t e = idx / K;
+  const int j = static_cast<int>(idx - e * K);
+  const int* map = tap_map + e * K;
+  const scalar_t* w = weight + (e % C) * K;
+  acc_t v = acc_t(0);
+  for (int t = 0; t < K; ++t) {
+    if (map[t] == j) v += static_cast<acc_t>(w[t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+  }
+  pw[idx] = v;
+}
+
+struct SegTables {
+  at::Tensor ints;     // info (C * 4) | halo (C * 2) | pad | segs (C * K * 4) | tap -> weight slot (C * K)
+  at::Tensor weights;  // C * K
+  int C, K;            // C: entries (channels x parity classes)
+  int64_t head;        // ints before segs (6 * C rounded up to 4: int4 alignment)
+  const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
+  const int2* halo() const { return reinterpret_cast<const int2*>(ints.data_ptr<int>() + 4 * int64_t(C)); }
+  const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + head); }
+  const float* w() const { return weights.defined() ? weights.data_ptr<float>() : nullptr; }
+  const int* tap_sp() const { return ints.data_ptr<int>() + head + 4 * int64_t(C) * K; }
+};
+
+// Host builders (tables.cu; instantiated for double/double, float/float, Half/float, BFloat16/float).
+// The structure (everything but the merged weights) comes from the table cache (table_cache.cuh);
+// the merged weights are computed at each call from the call's weight.
+template <typename scalar_t, typename acc_t>
+TablesT<acc_t> build_tables(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
+                            bool with_weights, int classes = 1);
+
+// Instantiated for float, Half and BFloat16. Without weights (with_weights false: weight gradients)
+// SegTables::weights stays undefined and no kernel runs once the structure is cached.
+template <typename scalar_t>
+SegTables build_segments(const at::Tensor& theta, const at::Tensor& weight, const TapRule& rule, bool residual,
+                         int sign, int classes = 1, bool with_weights = true);
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,266 @@
+// Every tile chooser of the CUDA kernels, in one place. Each sizes an output tile so that its
+// shared memory (tables + staged tile) stays within a soft budget (tiling.h), or at least within
+// `hard`: the largest dynamic shared memory the kernel may use on the current device
+// (launch.cuh's max_dynamic_smem), and says when not even the smallest tile fits.
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "geometry.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ---- General kernels ----
+// Source tile extent (one axis) for an output tile of T outputs with halo P.
+inline int64_t extent(int T, int a, int P) {
+  return int64_t(T - 1) * a + 1 + 2 * P;
+}
+
+template <typename acc_t>
+int64_t gather_fixed_bytes(int K, bool nhwc) {
+  const int cb = nhwc ? kNhwcChannels : 1;
+  return align16(sizeof(int) * K * cb) + align16(sizeof(acc_t) * K * cb);
+}
+
+template <typename acc_t>
+int64_t wgrad_fixed_bytes(int K, bool nhwc) {
+  const int cb = nhwc ? kNhwcChannels : 1;
+  const int warps = (nhwc ? kNhwcThreads : kMaxThreads) / 32;
+  return align16(sizeof(int) * K * cb) + align16(sizeof(acc_t) * K * cb * warps);
+}
+
+inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc) {
+  return extent(g.TH, g.a, g.P) * extent(g.TW, g.a, g.P) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+}
+
+// Picks the output tile so that the worst-case (halo P) shared-memory tile stays within a soft
+// budget that leaves room for several blocks per multiprocessor, or at least within `hard` (fixed
+// bytes included). Returns false when not even a single output fits.
+inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t fixed_bytes, int64_t hard_total) {
+  const int P = g.P;
+  const int64_t hard = hard_total - fixed_bytes;
+  const int64_t soft = std::min<int64_t>(hard, kGeneralBudget - fixed_bytes);
+  const int64_t per_elem = static_cast<int64_t>(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+  int TH, TW;
+  if (nhwc) {
+    TH = std::min(g.Ho, kNhwcTile);
+    TW = std::min(g.Wo, kNhwcTile);
+  } else if (int64_t(g.Ho) * g.Wo <= int64_t(kNchwMaxTile) * kNchwMaxTile) {
+    TH = g.Ho;
+    TW = g.Wo;
+  } else {
+    TH = std::min(g.Ho, kNchwMaxTile);
+    TW = std::min(g.Wo, kNchwMaxTile);
+  }
+  auto bytes = [&](int th, int tw) { return extent(th, g.a, P) * extent(tw, g.a, P) * per_elem; };
+  while ((bytes(TH, TW) > soft && (TH > kGeneralMinTile || TW > kGeneralMinTile)) ||
+         (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
+    if (TH >= TW)
+      TH = (TH + 1) / 2;
+    else
+      TW = (TW + 1) / 2;
+  }
+  g.TH = TH;
+  g.TW = TW;
+  g.tiles_w = ceil_div(g.Wo, TW);
+  g.tiles = ceil_div(g.Ho, TH) * g.tiles_w;
+  return bytes(TH, TW) <= hard;
+}
+
+inline int nchw_threads(const GatherGeometry& g) {
+  return std::min(kMaxThreads, ceil_div(ceil_div(int64_t(g.TH) * g.TW, kPerThread), 32) * 32);
+}
+
+// Images per weight-gradient block (each block loops over a chunk of images): enough blocks
+// (blocks_per_chunk per chunk) to fill the GPU several times over, with the partial sums
+// (part_bytes per chunk) held to a sixteenth of x, at least 256 KiB: on small planes one chunk per
+// image would make the workspace a sizeable fraction of the input.
+inline int wgrad_chunk(int64_t N, int64_t blocks_per_chunk, int64_t part_bytes, int64_t x_bytes) {
+  const int64_t want_blocks = int64_t(kWgradBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t max_chunks =
+      std::max<int64_t>(1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
+  const int64_t chunks = std::clamp<int64_t>(want_blocks / blocks_per_chunk, 1, std::min<int64_t>(N, max_chunks));
+  return ceil_div(N, chunks);
+}
+
+// ---- Fast paths ----
+// Largest value of tile_elems(ph, pw) over the halos a line of K taps can have at any angle:
+// ph, pw <= K/2 and ph + pw <= K/2 * sqrt(2) + 2 (|dh| <= h |sin| + 1, |dw| <= h |cos| + 1).
+template <typename F>
+int64_t max_over_halos(int K, F tile_elems) {
+  const int h = K / 2;
+  const int sum = static_cast<int>(std::floor(h * 1.41421356 + 2.0));
+  int64_t best = 0;
+  for (int ph = 0; ph <= h; ++ph) {
+    const int pw = std::min(h, sum - ph);
+    if (pw < 0) break;
+    best = std::max(best, tile_elems(ph, pw));
+  }
+  return best;
+}
+
+// Tiles of at most TH x TW outputs: the same number of tiles, split evenly (no tile smaller, none
+// mostly empty at the plane's edge).
+inline void set_even_tiles(FastGeometry& g, int TH, int TW) {
+  g.TH = ceil_div(g.H, ceil_div(g.H, TH));
+  g.TW = ceil_div(g.W, ceil_div(g.W, TW));
+  g.tiles_w = ceil_div(g.W, g.TW);
+  g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+}
+
+// Output tile of a fast path: the whole plane up to `start` x `start`, halved (longer side first)
+// until the worst-case tile of any angle (the halos of a line of halo_k taps; default K) fits in
+// `soft` bytes (or only in `hard`; both include `fixed`), then evened out over the plane.
+template <typename F>
+bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, int64_t hard_total, F tile_bytes,
+                      int halo_k = 0) {
+  if (halo_k == 0) halo_k = g.K;
+  const int64_t hard = hard_total - fixed;
+  soft = std::min(soft - fixed, hard);
+  int TH = std::min(g.H, start), TW = std::min(g.W, start);
+  if (int64_t(g.H) * g.W <= int64_t(start) * start) {
+    TH = g.H;
+    TW = g.W;
+  }
+  auto bytes = [&](int th, int tw) {
+    return max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(th, tw, ph, pw); });
+  };
+  while ((bytes(TH, TW) > soft && (TH > kFastMinTile || TW > kFastMinTile)) ||
+         (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
+    if (TH >= TW)
+      TH = (TH + 1) / 2;
+    else
+      TW = (TW + 1) / 2;
+  }
+  set_even_tiles(g, TH, TW);
+  return bytes(g.TH, g.TW) <= hard;
+}
+
+// NCHW fast path.
+inline int64_t seg_tile_bytes(int th, int tw, int ph, int pw) {
+  return int64_t(seg_tile_rows(th, ph)) * (seg_tile_cols(tw, pw) | 1) * int64_t(sizeof(float));
+}
+
+inline int64_t seg_fixed_bytes(int K) {
+  return align16(sizeof(int4) * K) + align16(sizeof(float) * K);
+}
+
+// The NCHW fast path's largest task count of a tile (over the four axes, seg_ntasks).
+inline int64_t seg_max_tasks(const FastGeometry& g) {
+  const int R = kSegR;
+  const int rb = ceil_div(g.TH, R);
+  return std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, R), int64_t(g.TW + R - 1) * rb});
+}
+
+// Threads for the NCHW fast path: enough for the largest task count of a tile, in as few rounds of
+// up to kFastThreads as possible, balanced.
+inline int seg_threads(const FastGeometry& g) {
+  const int64_t tasks = seg_max_tasks(g);
+  const int64_t rounds = (tasks + kFastThreads - 1) / kFastThreads;
+  return static_cast<int>(std::max<int64_t>(32, (((tasks + rounds - 1) / rounds) + 31) / 32 * 32));
+}
+
+// Channels_last vector path.
+template <typename scalar_t>
+int64_t vec_tile_bytes(int th, int tw, int ph, int pw) {
+  return int64_t(th + 2 * ph) * (tw + 2 * pw) * 32;  // 32 bytes of channels per pixel
+}
+
+// Shared memory for the NHWC tile: the worst single line at any angle, and at least one output row
+// with the largest halo on both axes, so that blocks whose channels have different angles can walk
+// their tile in strips of rows.
+template <typename scalar_t>
+int64_t vec_tile_alloc(const FastGeometry& g, int halo_k = 0) {
+  if (halo_k == 0) halo_k = g.K;
+  const int h = halo_k / 2;
+  return std::max(max_over_halos(halo_k, [&](int ph, int pw) { return vec_tile_bytes<scalar_t>(g.TH, g.TW, ph, pw); }),
+                  vec_tile_bytes<scalar_t>(1, g.TW, h, h));
+}
+
+template <typename scalar_t>
+int64_t vec_fixed_bytes(int K, bool wgrad) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  return align16(sizeof(int) * K * CB) + align16(sizeof(float) * K * CB * (wgrad ? kFastThreads / 32 : 1));
+}
+
+// Outputs per thread of the vector kernels: kVecRSmall for tiles of up to 64 pixel slots x kVecRSmall.
+inline int vec_variant(const FastGeometry& g) {
+  return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
+}
+
+// Channels_last window path: a single line at any angle over the whole tile, and R x R outputs
+// with the largest halo on both axes (the smallest sub-tile of blocks whose channels have different
+// angles); halos of a line of halo_k taps.
+template <typename scalar_t>
+int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
+  constexpr int R = WinTraits<scalar_t>::kR;
+  auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
+  return std::max(bytes(seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw)),
+                  bytes(seg_tile_rows<R>(R, halo_k / 2), seg_tile_cols<R>(R, halo_k / 2)));
+}
+
+// The window gather's tables: the segments of each of the CB channels (one_list: of one channel)
+// and the weights of all.
+template <typename scalar_t>
+int64_t win_fixed_bytes(int K, bool one_list = false) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  return align16(sizeof(int4) * K * (one_list ? 1 : CB)) + align16(sizeof(float) * K * CB);
+}
+
+// The output tile of each window-gather block, from the tile that the allocation holds at any
+// angle (g.TH x g.TW): up to kWinRegion outputs a side, the plane split evenly, where that leaves
+// the grid at least kWinBlocksPerSM blocks per multiprocessor. Blocks stage their tile in sub-tiles
+// that fit the allocation with their channels' actual halo (choose_subtile): lines with small
+// halos stage larger sub-tiles, a block's fixed costs (tables, halo) are spread over more outputs
+// and the plane's edge tiles are no longer mostly empty.
+inline void win_region(FastGeometry& g, int64_t planes) {
+  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  for (int side = kWinRegion; side > std::max(g.TH, g.TW); side /= 2) {
+    const int nh = ceil_div(g.H, side), nw = ceil_div(g.W, side);
+    if (planes * nh * nw < min_blocks) continue;
+    g.TH = std::max(g.TH, ceil_div(g.H, nh));
+    g.TW = std::max(g.TW, ceil_div(g.W, nw));
+    g.tiles_w = ceil_div(g.W, g.TW);
+    g.tiles = ceil_div(g.H, g.TH) * g.tiles_w;
+    return;
+  }
+}
+
+// A line of this many taps bounds the halos of the parity-class tables: |dh >> 1| <= (|dh| + 1) / 2.
+inline int class_halo_k(int K) {
+  return 2 * ((K / 2 + 1) / 2 + 1) + 1;
+}
+
+// Stride-2 polyphase forward: the fp32 sums of the output tile and one staged phase-plane tile with
+// the largest halved halo on both axes (a block's channels may have different angles).
+template <typename scalar_t>
+int64_t s2_tile_bytes(int th, int tw, int K) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  const int h = class_halo_k(K) / 2;
+  return int64_t(align16(sizeof(float) * th * tw * CB)) +
+         int64_t(seg_tile_rows<R>(th, h)) * (seg_tile_cols<R>(tw, h) | 1) * 32;
+}
+
+// Its output tile (g: the output plane): up to kS2StartTile a side, halved down to R x R while
+// over the budget; false when not even R x R outputs fit in `hard` (fixed bytes included).
+template <typename scalar_t>
+bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard) {
+  constexpr int R = WinTraits<scalar_t>::kR;
+  int TH = std::min(g.H, kS2StartTile), TW = std::min(g.W, kS2StartTile);
+  while (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > kS2Budget && (TH > R || TW > R)) {
+    if (TH >= TW)
+      TH = std::max(R, TH / 2);
+    else
+      TW = std::max(R, TW / 2);
+  }
+  if (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > hard) return false;
+  set_even_tiles(g, TH, TW);
+  return true;
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,58 @@
+// The deterministic reduction of weight-gradient partial sums that every weight-gradient path
+// ends with.
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include "launch.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order. With parity classes
+// (tables of classes * C entries), the tap's point is in the one class whose map has it. With
+// bpartial (C x parts bias-gradient partial sums), threads C * K + c also write db[c].
+template <typename scalar_t, typename acc_t>
+__global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int* __restrict__ tap_pt,
+                                    scalar_t* __restrict__ dw, int C, int K, int parts, int classes,
+                                    const float* __restrict__ bpartial, scalar_t* __restrict__ db) {
+  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (e >= int64_t(C) * K) {
+    const int64_t c = e - int64_t(C) * K;
+    if (bpartial == nullptr || c >= C) return;
+    const float* bp = bpartial + c * parts;
+    float v = 0.0f;
+    for (int u = 0; u < parts; ++u) v += bp[u];
+    db[c] = static_cast<scalar_t>(v);
+    return;
+  }
+  int64_t entry = e / K;  // cls * C + c
+  int j = tap_pt[e];
+  for (int cls = 1; j < 0 && cls < classes; ++cls) {
+    entry += C;
+    j = tap_pt[e + int64_t(cls) * C * K];
+  }
+  const acc_t* pp = partial + entry * parts * K + j;
+  acc_t v = acc_t(0);
+  for (int u = 0; u < parts; ++u) v += pp[int64_t(u) * K];
+  dw[e] = static_cast<scalar_t>(v);
+}
+
+// The second pass of every weight gradient: dw from the partial sums (classes: parity classes of
+// the tables, 1 or 4) and, when the kernel summed them, db from the bias gradient's partial sums
+// (bpartial: C x parts floats; db: C values in dw's dtype).
+template <typename scalar_t, typename acc_t>
+void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tensor& dw, int C, int K, int parts,
+                         int classes, const at::Tensor* bpartial = nullptr, at::Tensor* db = nullptr) {
+  auto kernel = wgrad_reduce_kernel<scalar_t, acc_t>;
+  const bool with_bias = bpartial != nullptr && db != nullptr;
+  const LaunchShape s{ceil_div(int64_t(C) * K + (with_bias ? C : 0), 256), 1, 256, 0};
+  prepare_launch(kernel, s, "weight-gradient reduction");
+  kernel<<<grid_of(s), s.threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      partial.data_ptr<acc_t>(), tap_pt, dw.data_ptr<scalar_t>(), C, K, parts, classes,
+      with_bias ? bpartial->data_ptr<float>() : nullptr, with_bias ? db->data_ptr<scalar_t>() : nullptr);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

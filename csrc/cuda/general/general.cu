@@ -1,0 +1,194 @@
+// Launchers of the general kernels: every dtype (float64 included), stride, K and layout. They
+// serve every call that no fast path does; a call they cannot serve either raises an error that
+// names the shape and the device limit it exceeds.
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../common/tiling.cuh"
+#include "../common/wgrad_reduce.cuh"
+#include "../families.cuh"
+#include "general.cuh"
+#include "general_kernel.cuh"
+#include "general_wgrad_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+namespace {
+
+std::string shape_of(const Problem& p) {
+  return shape_str({p.N, p.C, p.H, p.W}) + " with K=" + std::to_string(p.K) + ", stride " + std::to_string(p.stride);
+}
+
+// The gather with the kernel of the plan's layout, through NCHW copies where the plan says so.
+template <typename scalar_t>
+void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const at::Tensor& theta,
+                const at::Tensor& weight, const TapRule& rule, bool residual) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (plan.via_nchw) {
+    at::Tensor out_nchw = at::empty(out.sizes(), out.options().memory_format(at::MemoryFormat::Contiguous));
+    Plan direct = plan;
+    direct.via_nchw = false;
+    run_gather<scalar_t>(direct, src.contiguous(), out_nchw, bias, theta, weight, rule, residual);
+    out.copy_(out_nchw);
+    return;
+  }
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, residual, true);
+  launch_gather<scalar_t, acc_t>(plan, src, out, bias, t.off(), t.w(), t.npts(), t.halo());
+}
+
+// dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
+template <typename scalar_t>
+void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw, const at::Tensor& theta,
+               const at::Tensor& weight, const TapRule& rule) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (plan.via_nchw) {
+    Plan direct = plan;
+    direct.via_nchw = false;
+    run_wgrad<scalar_t>(direct, x.contiguous(), dy.contiguous(), dw, theta, weight, rule);
+    return;
+  }
+  const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, false, false);
+  const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, x, dy, t.off(), t.npts(), t.halo());
+  launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, plan.gg.C, plan.gg.K, plan.parts, 1);
+}
+
+}  // namespace
+
+GatherGeometry gather_geometry(const Problem& p, Pass pass, int rows, int halo) {
+  const int C = static_cast<int>(p.C), H = static_cast<int>(p.H), W = static_cast<int>(p.W);
+  const int Ho = static_cast<int>(out_size(p.H, p.stride)), Wo = static_cast<int>(out_size(p.W, p.stride));
+  if (pass == Pass::kInputGrad) return GatherGeometry{C, rows, Ho, Wo, p.stride, H, W, 1, -1, 0, 0, 0, 0, halo};
+  return GatherGeometry{C, rows, H, W, 1, Ho, Wo, p.stride, 1, 0, 0, 0, 0, halo};
+}
+
+template <typename scalar_t>
+bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t fixed = gather_fixed_bytes<acc_t>(g.K, nhwc);
+  if (nhwc) {
+    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
+    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+    plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
+                               fixed + tile_bytes(g, sizeof(acc_t), true)};
+    plan->path = "general_gather_nhwc";
+    plan->variant = 1;
+    plan->gg = g;
+    return launch_fits(kernel, plan->launch);
+  }
+  auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, nchw_threads(g), fixed + tile_bytes(g, sizeof(acc_t), false)};
+  plan->path = "general_gather_nchw";
+  plan->variant = 0;
+  plan->gg = g;
+  return launch_fits(kernel, plan->launch);
+}
+
+template <typename scalar_t>
+bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t fixed = wgrad_fixed_bytes<acc_t>(g.K, nhwc);
+  const auto kernel = nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, nhwc, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
+  const int chunks = ceil_div(p.N, plan->chunk);
+  plan->parts = g.tiles * chunks;
+  plan->launch = LaunchShape{cgroups * g.tiles * chunks, 1, nhwc ? kNhwcThreads : nchw_threads(g),
+                             fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
+  plan->path = nhwc ? "general_wgrad_nhwc" : "general_wgrad_nchw";
+  plan->variant = nhwc ? 1 : 0;
+  plan->gg = g;
+  return launch_fits(kernel, plan->launch);
+}
+
+template <typename scalar_t, typename acc_t>
+void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const int2* off,
+                   const acc_t* w, const int* npts, const int2* halo) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const LaunchShape& s = plan.launch;
+  if (plan.variant == 1) {
+    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general channels_last gather");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w,
+                                                      npts, halo, plan.gg);
+  } else {
+    auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general NCHW gather");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w,
+                                                      npts, halo, plan.gg);
+  }
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename scalar_t, typename acc_t>
+at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
+                                 const int* npts, const int2* halo) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const GatherGeometry& g = plan.gg;
+  const LaunchShape& s = plan.launch;
+  at::Tensor partial =
+      at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+  const int N = static_cast<int>(x.size(0));
+  if (plan.variant == 1) {
+    auto kernel = wgrad_nhwc_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general channels_last weight-gradient");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo,
+                                                      partial.data_ptr<acc_t>(), g, N, plan.chunk);
+  } else {
+    auto kernel = wgrad_nchw_kernel<scalar_t, acc_t>;
+    prepare_launch(kernel, s, "general NCHW weight-gradient");
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo,
+                                                      partial.data_ptr<acc_t>(), g, N, plan.chunk);
+  }
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return partial;
+}
+
+#define MMO1D_INSTANTIATE_GENERAL(T)                                                                                   \
+  template bool plan_gather_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                    \
+  template bool plan_wgrad_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                     \
+  template void launch_gather<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, at::Tensor&, const T*,            \
+                                                     const int2*, const at::opmath_type<T>*, const int*, const int2*); \
+  template at::Tensor launch_wgrad_partials<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, const at::Tensor&,  \
+                                                                   const int2*, const int*, const int2*);
+MMO1D_INSTANTIATE_GENERAL(double)
+MMO1D_INSTANTIATE_GENERAL(float)
+MMO1D_INSTANTIATE_GENERAL(c10::Half)
+MMO1D_INSTANTIATE_GENERAL(c10::BFloat16)
+#undef MMO1D_INSTANTIATE_GENERAL
+
+// Every call. Channels_last tensors use the channels_last kernels unless even their smallest tile
+// does not fit in shared memory (float64 with a very long kernel), where the NCHW kernels run on
+// NCHW copies; a call that not even those serve raises an error naming the shape.
+template <typename scalar_t>
+bool General::plan(const Problem& p, Pass pass, Plan* plan) {
+  const bool wgrad = pass == Pass::kWeightGrad;
+  const GatherGeometry g = gather_geometry(p, wgrad ? Pass::kForward : pass, p.K, p.K / 2);
+  if (p.nhwc &&
+      (wgrad ? plan_wgrad_layout<scalar_t>(p, g, true, plan) : plan_gather_layout<scalar_t>(p, g, true, plan))) {
+    return true;
+  }
+  plan->via_nchw = p.nhwc;
+  TORCH_CHECK(wgrad ? plan_wgrad_layout<scalar_t>(p, g, false, plan) : plan_gather_layout<scalar_t>(p, g, false, plan),
+              "oriented_dwconv1d: input ", shape_of(p),
+              " cannot be served on this device: a tile of one output of the ",
+              wgrad ? "general weight gradient" : "general gather",
+              " needs more shared memory than the device allows, or more blocks than its grid allows");
+  return true;
+}
+
+template <typename scalar_t>
+void General::run(const Plan& plan, const Args<scalar_t>& a) {
+  if (a.dy != nullptr) {
+    run_wgrad<scalar_t>(plan, a.src, *a.dy, a.out, a.theta, a.weight, a.rule);
+  } else {
+    run_gather<scalar_t>(plan, a.src, a.out, a.bias, a.theta, a.weight, a.rule, a.residual);
+  }
+}
+
+MMO1D_INSTANTIATE_FAMILY_F64(General)
+
+}  // namespace cuda
+}  // namespace mmo1d

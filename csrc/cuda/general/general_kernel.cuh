@@ -1,0 +1,255 @@
+// The general kernels (every dtype, stride, K and layout): the forward gather and the input
+// gradient's gather over dy upsampled by the stride, in NCHW and channels_last.
+#pragma once
+
+#include "../common/geometry.cuh"
+#include "../common/tables.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ acc_t source_value(const scalar_t* __restrict__ src, int64_t row_stride, int64_t col_stride,
+                                              int Hs, int Ws, int up, int i, int j) {
+  if (i < 0 || j < 0) return acc_t(0);
+  if (up != 1) {
+    if (i % up != 0 || j % up != 0) return acc_t(0);
+    i /= up;
+    j /= up;
+  }
+  if (i >= Hs || j >= Ws) return acc_t(0);
+  return static_cast<acc_t>(src[i * row_stride + j * col_stride]);
+}
+
+// Stages a zero-padded NCHW source tile of EH x EW pixels in shared memory, converted to the
+// accumulation type. Each thread issues kLoadBatch independent loads before its first store, so
+// that enough loads are in flight to cover the memory latency.
+constexpr int kLoadBatch = 8;
+
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int Hs, int Ws,
+                                           int up, int i0, int j0, int EH, int EW) {
+  const int total = EH * EW;
+  const FastDiv div_ew(EW);
+  for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * kLoadBatch) {
+    acc_t v[kLoadBatch];
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * blockDim.x;
+      int ej;
+      const int ei = div_ew(e, &ej);
+      v[b] = e < total ? source_value<scalar_t, acc_t>(src, Ws, 1, Hs, Ws, up, i0 + ei, j0 + ej) : acc_t(0);
+    }
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int e = e0 + b * blockDim.x;
+      if (e < total) S[e] = v[b];
+    }
+  }
+}
+
+// The same for an NHWC tile of CB = 8 channels (channel fastest). When the 8 channels of a pixel
+// are 16-byte aligned in memory (C a multiple of 8 for 16-bit types), each pixel is read with
+// 16-byte vector loads.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int C, int Hs,
+                                                int Ws, int up, int i0, int j0, int EH, int EW, int channels_left) {
+  constexpr int CB = 8;
+  constexpr int kPix = 4;  // pixels per thread per batch
+  constexpr int kVec = 16 / sizeof(scalar_t) < CB ? 16 / sizeof(scalar_t) : CB;
+  constexpr int kChunks = CB / kVec;
+  static_assert(CB % kVec == 0, "channel block must be a whole number of 16-byte vectors");
+  const int64_t row_stride = int64_t(Ws) * C;
+  const int total = EH * EW;
+  const FastDiv div_ew(EW);
+  const bool vec =
+      channels_left >= CB && ((reinterpret_cast<uintptr_t>(src) | (uintptr_t(C) * sizeof(scalar_t))) & 15) == 0;
+  if (!vec) {
+    for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
+      int ej;
+      const int pix = e / CB, k = e % CB;
+      const int ei = div_ew(pix, &ej);
+      S[e] = k < channels_left ? source_value<scalar_t, acc_t>(src + k, row_stride, C, Hs, Ws, up, i0 + ei, j0 + ej)
+                               : acc_t(0);
+    }
+    return;
+  }
+  union Pixel {
+    uint4 raw[kChunks];
+    scalar_t v[CB];
+  };
+  for (int p0 = threadIdx.x; p0 < total; p0 += blockDim.x * kPix) {
+    Pixel px[kPix];
+#pragma unroll
+    for (int b = 0; b < kPix; ++b) {
+      const int pix = p0 + b * blockDim.x;
+      int ej;
+      int i = i0 + div_ew(pix, &ej);
+      int j = j0 + ej;
+      bool ok = pix < total && i >= 0 && j >= 0;
+      if (ok && up != 1) {
+        ok = i % up == 0 && j % up == 0;
+        i /= up;
+        j /= up;
+      }
+      ok = ok && i < Hs && j < Ws;
+#pragma unroll
+      for (int u = 0; u < kChunks; ++u) {
+        px[b].raw[u] =
+            ok ? reinterpret_cast<const uint4*>(src + i * row_stride + int64_t(j) * C)[u] : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kPix; ++b) {
+      const int pix = p0 + b * blockDim.x;
+      if (pix < total) {
+#pragma unroll
+        for (int k = 0; k < CB; ++k) S[pix * CB + k] = static_cast<acc_t>(px[b].v[k]);
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// NCHW gather: one block per (plane, tile).
+// ----------------------------------------------------------------------------------------------
+template <typename scalar_t, typename acc_t>
+__global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                                   const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
+                                   const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
+                                   const int2* __restrict__ thalo, const GatherGeometry g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int64_t plane = blockIdx.x / g.tiles;
+  const int tile = blockIdx.x - plane * g.tiles;
+  const int c = static_cast<int>(plane % g.C);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const int2 hl = thalo[c];
+  const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
+  int* soff = reinterpret_cast<int*>(smem);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K));
+  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K) + align16(sizeof(acc_t) * g.K));
+  const int np = tnpts[c];
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    const int2 o = toff[int64_t(c) * g.K + j];
+    soff[j] = (g.sign * o.x + hl.x) * EW + (g.sign * o.y + hl.y);
+    sw[j] = tw[int64_t(c) * g.K + j];
+  }
+  const scalar_t* sp = src + plane * g.Hs * g.Ws;
+  const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
+  stage_tile<scalar_t, acc_t>(S, sp, g.Hs, g.Ws, g.up, i0, j0, EH, EW);
+  __syncthreads();
+  const acc_t b = bias != nullptr ? static_cast<acc_t>(bias[c]) : acc_t(0);
+  const int nout = th * twd;
+  const FastDiv div_tw(twd);
+  scalar_t* op = out + plane * g.Ho * g.Wo;
+  for (int base = 0; base < nout; base += blockDim.x * kPerThread) {
+    int sb[kPerThread];
+    acc_t acc[kPerThread];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int o = base + r * blockDim.x + threadIdx.x;
+      int q;
+      const int p = div_tw(o, &q);
+      sb[r] = o < nout ? p * g.a * EW + q * g.a : 0;
+      acc[r] = b;
+    }
+    for (int j = 0; j < np; ++j) {
+      const int so = soff[j];
+      const acc_t wj = sw[j];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+    }
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int o = base + r * blockDim.x + threadIdx.x;
+      if (o < nout) {
+        int q;
+        const int p = div_tw(o, &q);
+        op[int64_t(p0 + p) * g.Wo + q0 + q] = static_cast<scalar_t>(acc[r]);
+      }
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------------------------
+// NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel.
+// ----------------------------------------------------------------------------------------------
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kNhwcThreads)
+    gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out, const scalar_t* __restrict__ bias,
+                       const int2* __restrict__ toff, const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
+                       const int2* __restrict__ thalo, const GatherGeometry g) {
+  constexpr int CB = kNhwcChannels;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = (g.C + CB - 1) / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int cg = (blockIdx.x / g.tiles) % groups;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
+  const int c = cg * CB + cl;
+  const bool c_ok = c < g.C;
+
+  __shared__ int s_np, s_ph, s_pw;
+  block_extent(tnpts, thalo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  __syncthreads();
+  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  int* soff = reinterpret_cast<int*>(smem);
+  acc_t* sw = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB));
+  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB) + align16(sizeof(acc_t) * g.K * CB));
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    int2 o = make_int2(0, 0);
+    acc_t w = acc_t(0);
+    if (ch < g.C && j < tnpts[ch]) {
+      o = toff[int64_t(ch) * g.K + j];
+      w = tw[int64_t(ch) * g.K + j];
+    }
+    soff[e] = ((g.sign * o.x + ph) * EW + (g.sign * o.y + pwid)) * CB;
+    sw[e] = w;
+  }
+  const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
+  const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
+  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW, g.C - cg * CB);
+  __syncthreads();
+  const acc_t b = (bias != nullptr && c_ok) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+  const int nout = th * twd;
+  const FastDiv div_tw(twd);
+  const int slots = blockDim.x / CB;
+  scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
+  for (int base = 0; base < nout; base += slots * kPerThread) {
+    int sb[kPerThread];
+    acc_t acc[kPerThread];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int o = base + r * slots + slot;
+      int q;
+      const int p = div_tw(o, &q);
+      sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
+      acc[r] = b;
+    }
+    for (int j = 0; j < np; ++j) {
+      const int so = soff[j * CB + cl];
+      const acc_t wj = sw[j * CB + cl];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+    }
+    if (c_ok) {
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) {
+        const int o = base + r * slots + slot;
+        if (o < nout) {
+          int q;
+          const int p = div_tw(o, &q);
+          op[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C] = static_cast<scalar_t>(acc[r]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,163 @@
+// The general weight-gradient kernels (per-block partial sums, NCHW and channels_last).
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../common/launch.cuh"
+#include "general_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ----------------------------------------------------------------------------------------------
+// Weight gradient partial sums. Geometry as the forward gather (a = stride, sign = +1, up = 1).
+// Each block covers one tile of one channel (NCHW) or 8 channels (NHWC) for a chunk of images and
+// writes partial[c][part][j] for every point j; part = tile * chunks + chunk.
+// ----------------------------------------------------------------------------------------------
+template <typename scalar_t, typename acc_t>
+__global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
+                                  const int2* __restrict__ toff, const int* __restrict__ tnpts,
+                                  const int2* __restrict__ thalo, acc_t* __restrict__ partial, const GatherGeometry g,
+                                  int N, int chunk) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int chunks = (N + chunk - 1) / chunk;
+  const int tile = blockIdx.x % g.tiles;
+  const int ck = (blockIdx.x / g.tiles) % chunks;
+  const int c = blockIdx.x / (g.tiles * chunks);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const int2 hl = thalo[c];
+  const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
+  const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int* soff = reinterpret_cast<int*>(smem);
+  acc_t* red = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K));
+  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K) + align16(sizeof(acc_t) * g.K * nwarps));
+  const int np = tnpts[c];
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    const int2 o = toff[int64_t(c) * g.K + j];
+    soff[j] = (o.x + hl.x) * EW + (o.y + hl.y);
+  }
+  for (int e = threadIdx.x; e < np * nwarps; e += blockDim.x) red[e] = acc_t(0);
+  const int nout = th * twd;
+  const FastDiv div_tw(twd);
+  const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
+  const int n_end = min(N, (ck + 1) * chunk);
+  for (int n = ck * chunk; n < n_end; ++n) {
+    const int64_t plane = int64_t(n) * g.C + c;
+    const scalar_t* xp = x + plane * g.Hs * g.Ws;
+    const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
+    __syncthreads();  // previous image's reads of S are done
+    stage_tile<scalar_t, acc_t>(S, xp, g.Hs, g.Ws, 1, i0, j0, EH, EW);
+    __syncthreads();
+    for (int base = 0; base < nout; base += blockDim.x * kPerThread) {
+      int sb[kPerThread];
+      acc_t gv[kPerThread];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) {
+        const int o = base + r * blockDim.x + threadIdx.x;
+        int q;
+        const int p = div_tw(o, &q);
+        const bool ok = o < nout;
+        sb[r] = ok ? p * g.a * EW + q * g.a : 0;
+        gv[r] = ok ? static_cast<acc_t>(dyp[int64_t(p0 + p) * g.Wo + q0 + q]) : acc_t(0);
+      }
+      for (int j = 0; j < np; ++j) {
+        const int so = soff[j];
+        acc_t v = acc_t(0);
+#pragma unroll
+        for (int r = 0; r < kPerThread; ++r) v += gv[r] * S[sb[r] + so];
+        v = warp_sum(v);
+        if (lane == 0) red[warp * np + j] += v;
+      }
+    }
+  }
+  __syncthreads();
+  const int parts = g.tiles * chunks;
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    acc_t v = acc_t(0);
+    for (int w = 0; w < nwarps; ++w) v += red[w * np + j];
+    partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+}
+
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kNhwcThreads)
+    wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy, const int2* __restrict__ toff,
+                      const int* __restrict__ tnpts, const int2* __restrict__ thalo, acc_t* __restrict__ partial,
+                      const GatherGeometry g, int N, int chunk) {
+  constexpr int CB = kNhwcChannels;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int chunks = (N + chunk - 1) / chunk;
+  const int tile = blockIdx.x % g.tiles;
+  const int ck = (blockIdx.x / g.tiles) % chunks;
+  const int cg = blockIdx.x / (g.tiles * chunks);
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+  const int c = cg * CB + cl;
+  const bool c_ok = c < g.C;
+
+  __shared__ int s_np, s_ph, s_pw;
+  block_extent(tnpts, thalo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  __syncthreads();
+  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  int* soff = reinterpret_cast<int*>(smem);
+  acc_t* red = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB));
+  acc_t* S =
+      reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB) + align16(sizeof(acc_t) * g.K * CB * nwarps));
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
+  }
+  for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = acc_t(0);
+  const int nout = th * twd;
+  const FastDiv div_tw(twd);
+  const int slots = blockDim.x / CB;
+  const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
+  const int n_end = min(N, (ck + 1) * chunk);
+  for (int n = ck * chunk; n < n_end; ++n) {
+    const scalar_t* xp = x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
+    const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
+    __syncthreads();
+    stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+    __syncthreads();
+    for (int base = 0; base < nout; base += slots * kPerThread) {
+      int sb[kPerThread];
+      acc_t gv[kPerThread];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) {
+        const int o = base + r * slots + slot;
+        int q;
+        const int p = div_tw(o, &q);
+        const bool ok = o < nout && c_ok;
+        sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
+        gv[r] = ok ? static_cast<acc_t>(dyp[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C]) : acc_t(0);
+      }
+      for (int j = 0; j < np; ++j) {
+        const int so = soff[j * CB + cl];
+        acc_t v = acc_t(0);
+#pragma unroll
+        for (int r = 0; r < kPerThread; ++r) v += gv[r] * S[sb[r] + so];
+        // Lanes cl, cl+8, cl+16, cl+24 hold the same channel.
+#pragma unroll
+        for (int m = CB; m < 32; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+        if (lane < CB) red[(warp * np + j) * CB + cl] += v;
+      }
+    }
+  }
+  __syncthreads();
+  const int parts = g.tiles * chunks;
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    if (ch >= g.C || j >= tnpts[ch]) continue;
+    acc_t v = acc_t(0);
+    for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
+    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

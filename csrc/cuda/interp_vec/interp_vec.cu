@@ -1,0 +1,76 @@
+// Launcher of the interpolated vector family: 'bilinear' and 'gaussian' taps on channels_last
+// float32, float16 and bfloat16 tensors at stride 1, through the channels_last vector kernels
+// (nhwc_vec.cuh) over the points of the taps' samples (interp_tables.cuh), each block of channels
+// walking the union of its channels' points (interp_union.cuh). The gathers read the points of
+// nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them when the
+// angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the tensors. The
+// weight and angle gradients are the contractions of the sums, as in the interpolated family
+// (interp.cu), all reductions in a fixed order (deterministic).
+#include <ATen/cuda/CUDAContext.h>
+
+#include <algorithm>
+
+#include "../common/interp_contract.cuh"
+#include "../common/interp_tables.cuh"
+#include "../common/interp_union.cuh"
+#include "../families.cuh"
+#include "../vec_gather/vec_gather.cuh"
+#include "../vec_wgrad/vec_wgrad.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Points per weight-gradient block: all the points of a bilinear line of K=31 (up to 124) would
+// take 71 KB of per-warp sums and leave one block per multiprocessor, so longer tables are summed in
+// slices. On an H200 (bf16, 64 x 384 x 56 x 56, K=31) slices of 64 points took 2.37 / 2.11 ms for
+// bilinear / gaussian, of 48 2.46 / 2.27, of 32 2.47 / 2.31; with the blocks' united points (angles
+// moved by up to 0.05 rad), 64: 1.96 / 1.89, 48: 1.97 / 1.90, 96: 2.67 / 2.50, 124: 4.06 / 2.50.
+constexpr int kInterpWgradPoints = 64;
+
+// Domain: interpolated taps, channels_last, stride 1, float32/float16/bfloat16, any C and K whose
+// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output).
+template <typename scalar_t>
+bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
+  if (!p.nhwc || p.stride != 1) return false;
+  const int rows = interp_rows(p.rule, p.K);
+  const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
+  if (pass == Pass::kWeightGrad) {
+    plan->path = "interp_vec_wgrad";
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
+  }
+  plan->path = "interp_vec";
+  return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);
+}
+
+template <typename scalar_t>
+void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
+  // Blocks of channels walk the union of their channels' points (interp_union.cuh) where the
+  // offsets fit its grid; beyond it each channel keeps its own points.
+  const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, !unite);
+  const bool all = a.dy != nullptr && a.dtheta != nullptr;
+  const int* npts = t.npts(all);
+  InterpUnion u;
+  if (unite) u = unite_interp_blocks<CB>(t, npts, h, a.dy != nullptr);
+  const int2* off = unite ? u.off() : t.off();
+  const int* np = unite ? u.npts() : npts;
+  const int* same = unite ? u.same() : t.same.template data_ptr<int>();
+  if (a.dy == nullptr) {
+    launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, off, unite ? u.w() : t.w(), np, t.halo(), same);
+    return;
+  }
+  at::Tensor bpartial;
+  const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, off, np, t.halo(), same,
+                                                                 a.db != nullptr ? &bpartial : nullptr);
+  // Rows beyond a block's points are not written; contract() reads none of them. With united
+  // points, each of a channel's own points has the row of its place in the union.
+  contract<scalar_t, float>(t, partial, plan.parts, unite ? u.map() : at::Tensor(), all, a.weight, a.out, a.dtheta);
+  if (a.db != nullptr) a.db->copy_(bpartial.view({t.C, plan.parts}).sum(1));
+}
+
+MMO1D_INSTANTIATE_FAMILY(InterpVec)
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,55 @@
+// Launcher of the stride-2 channels_last forward, polyphase (float32, float16, bfloat16; C a
+// multiple of the channel block, 16-byte aligned tensors).
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../common/tiling.cuh"
+#include "../families.cuh"
+#include "s2_gather_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// The staged tile is sized for the largest halved halo on both axes (a block's channels may have
+// different angles); false when not even R x R outputs fit.
+// Domain: the forward at stride 2, channels_last, C a multiple of the channel block, aligned.
+template <typename scalar_t>
+bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  if (pass != Pass::kForward || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
+  FastGeometry g{static_cast<int>(p.C),
+                 p.K,
+                 static_cast<int>(out_size(p.H, 2)),
+                 static_cast<int>(out_size(p.W, 2)),
+                 0,
+                 0,
+                 0,
+                 0};  // the output plane
+  const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
+  auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
+  if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
+  plan->path = "s2_gather";
+  plan->fg = g;
+  plan->launch =
+      LaunchShape{p.N * g.tiles * (g.C / CB), 1, kFastThreads, fixed + s2_tile_bytes<scalar_t>(g.TH, g.TW, g.K)};
+  return launch_fits(kernel, plan->launch);
+}
+
+template <typename scalar_t>
+void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const at::Tensor& src = a.src;
+  at::Tensor& out = a.out;
+  constexpr int R = WinTraits<scalar_t>::kR;
+  const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, 1, 4);
+  auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "stride-2 channels_last window gather");
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
+      static_cast<int>(src.size(2)), static_cast<int>(src.size(3)));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+MMO1D_INSTANTIATE_FAMILY(S2Gather)
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,80 @@
+// Launchers of the channels_last vector gather (float32, float16, bfloat16; stride 1, any C),
+// forward and input gradient; its planning and launch for any table of points (vec_gather.cuh).
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../common/tiling.cuh"
+#include "../families.cuh"
+#include "vec_gather.cuh"
+#include "vec_gather_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+namespace {
+
+template <typename scalar_t>
+auto vec_gather_kernel(int variant) {
+  return variant == kVecRSmall ? vec_gather_nhwc_kernel<scalar_t, kVecRSmall>
+                               : vec_gather_nhwc_kernel<scalar_t, kVecRLarge>;
+}
+
+}  // namespace
+
+template <typename scalar_t>
+bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  FastGeometry g{static_cast<int>(p.C), rows, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
+  const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
+  // Both instances have the same static shared memory; the smaller limit of the two bounds the tile.
+  const int64_t hard = std::min(max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRSmall)),
+                                max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRLarge)));
+  if (!choose_fast_tile(g, kVecStartTile, fixed, kVecGatherBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) {
+    return false;
+  }
+  plan->fg = g;
+  plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
+  plan->variant = vec_variant(g);
+  plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, CB), 1, kFastThreads, fixed + plan->tile};
+  return launch_fits(vec_gather_kernel<scalar_t>(plan->variant), plan->launch);
+}
+
+template <typename scalar_t>
+void launch_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, int sign,
+                       const int2* off, const float* w, const int* npts, const int2* halo, const int* same) {
+  auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "channels_last vector gather");
+  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w, npts, halo, same, plan.fg, sign, vec_ok,
+      static_cast<int>(plan.tile));
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+// Domain: the stride-1 gathers, channels_last, float32/float16/bfloat16, any C and K.
+template <typename scalar_t>
+bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
+  if (pass == Pass::kWeightGrad || p.stride != 1 || !p.nhwc) return false;
+  plan->path = "vec_gather";
+  return plan_vec_gather<scalar_t>(p, p.K, p.K, plan);
+}
+
+template <typename scalar_t>
+void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, true);
+  launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, t.off(), t.w(), t.npts(), t.halo(), t.same());
+}
+
+#define MMO1D_INSTANTIATE_VEC_GATHER(T)                                                                                \
+  template bool plan_vec_gather<T>(const Problem&, int, int, Plan*);                                                   \
+  template void launch_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, int, const int2*,          \
+                                     const float*, const int*, const int2*, const int*);
+MMO1D_INSTANTIATE_VEC_GATHER(float)
+MMO1D_INSTANTIATE_VEC_GATHER(c10::Half)
+MMO1D_INSTANTIATE_VEC_GATHER(c10::BFloat16)
+#undef MMO1D_INSTANTIATE_VEC_GATHER
+
+MMO1D_INSTANTIATE_FAMILY(VecGather)
+
+}  // namespace cuda
+}  // namespace mmo1d

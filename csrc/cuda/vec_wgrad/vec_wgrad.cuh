@@ -1,0 +1,28 @@
+// The channels_last vector weight gradient's planning and launch, for any table of points (offsets,
+// point counts, halos and same-as-previous flags per channel): the vector weight-gradient family
+// (vec_wgrad.cu) runs it on the tables of the rounded taps, the interpolated vector family
+// (interp_vec.cu) on the points of its taps' samples.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "../plan.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Plan of the weight-gradient partial sums (classes: 1 at stride 1, 4 parity classes at stride 2;
+// the plane is dy's), `points` table rows per block: all of them (rows), or at stride 1 a slice
+// (the blocks of the slices of a tile run side by side); fit: outputs per thread fitted to the tile
+// (kVecRFit, the interpolated taps).
+template <typename scalar_t>
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit = false);
+
+// The partial sums (classes x C, plan.parts, plan.fg.K) floats of dy * x at each point; with
+// bpartial (C x plan.parts floats, allocated here) also those of dy, the bias gradient's.
+template <typename scalar_t>
+at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
+                                     const int* npts, const int2* halo, const int* same, at::Tensor* bpartial);
+
+}  // namespace cuda
+}  // namespace mmo1d

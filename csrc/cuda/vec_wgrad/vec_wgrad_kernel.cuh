@@ -1,0 +1,164 @@
+// The channels_last vector weight gradient (stride 1, and stride 2 per parity class): every tap of
+// outputs 64 pixels apart.
+#pragma once
+
+#include "../common/channels_last.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
+// the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
+// shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
+// g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
+// the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
+// input; each class has its own tables and partial sums. P = 1: blockIdx.y is a slice of pcap
+// points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
+// would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
+// gradient rides along with the first slice.
+template <typename scalar_t, int R, int P>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
+                          const int2* __restrict__ toff, const int* __restrict__ tnpts, const int2* __restrict__ thalo,
+                          const int* __restrict__ tsame, float* __restrict__ partial, float* __restrict__ bpartial,
+                          const FastGeometry g, int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes,
+                          int pcap) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int chunks = (N + chunk - 1) / chunk;
+  const int cls = P == 1 ? 0 : blockIdx.y;
+  const int j0 = P == 1 ? blockIdx.y * pcap : 0;  // the block's first point
+  const int pa = cls >> 1, pb = cls & 1;
+  toff += int64_t(cls) * g.C * g.K;
+  tnpts += int64_t(cls) * g.C;
+  thalo += int64_t(cls) * g.C;
+  tsame += int64_t(cls) * g.C;
+  partial += int64_t(cls) * g.C * g.tiles * chunks * g.K;
+  const int Hs = (Hx - pa + P - 1) / P, Ws = (Wx - pb + P - 1) / P;  // source plane
+  const int tile = blockIdx.x % g.tiles;
+  const int ck = (blockIdx.x / g.tiles) % chunks;
+  const int cg = blockIdx.x / (g.tiles * chunks);
+  const int c0 = cg * CB;
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), twd = min(g.TW, g.W - q0);
+  const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int slot = warp * 8 + (lane >> 2);
+  const int slots = blockDim.x >> 2;
+
+  __shared__ int s_np, s_ph, s_pw, s_uniform[4];
+  __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
+  block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
+  __syncthreads();
+  const int np = min(max(s_np - j0, 0), pcap), ph = s_ph, pwid = s_pw;
+  // The bias gradient (sum of dy over the block's outputs) rides along in the first class's (or
+  // slice's) blocks: every output's dy is loaded once there.
+  const bool with_bias = bpartial != nullptr && blockIdx.y == 0;
+  if (np == 0 && !with_bias) return;  // a slice beyond the block's points
+  const int EW = twd + 2 * pwid;
+  const int strip = min(th, tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
+  int* soff = reinterpret_cast<int*>(smem);
+  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
+                                            align16(sizeof(float) * pcap * CB * (kFastThreads / 32)));
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    const int2 o = (ch < g.C && j0 + j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
+    soff[e] = (o.x + ph) * EW + (o.y + pwid);
+  }
+  for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
+  const bool uniform = s_uniform[quarter] != 0;
+  const int cq = c0 + quarter * V;
+  const FastDiv div_tw(twd);
+  const int n_end = min(N, (ck + 1) * chunk);
+  float bacc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
+  for (int n = ck * chunk; n < n_end; ++n) {
+    for (int ps = 0; ps < th; ps += strip) {
+      const int sh = min(strip, th - ps);
+      __syncthreads();  // the previous strip's reads of S are done
+      stage_nhwc_tile<scalar_t>(S, x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
+                                p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW, vec_ok, EW, int64_t(P) * Wx, P);
+      __syncthreads();
+      const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
+      const int nout = sh * twd;
+      for (int base = 0; base < nout; base += slots * R) {
+        int sbB[R];  // byte offset of each output's pixel in S
+        float gv[R][V];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int o = base + r * slots + slot;
+          int q;
+          const int p = div_tw(min(o, nout - 1), &q);
+          sbB[r] = (p * EW + q) * 32;
+          const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
+          if (o < nout && vec_ok) {
+            load_vec<scalar_t, V>(src, gv[r]);
+          } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
+          }
+        }
+        if (with_bias) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
+          }
+        }
+        for (int j = 0; j < np; ++j) {
+          float part[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) part[k] = 0.0f;
+          if (uniform) {
+            const unsigned char* St =
+                reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              float xv[V];
+              load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
+#pragma unroll
+              for (int k = 0; k < V; ++k) part[k] += gv[r][k] * xv[k];
+            }
+          } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              const unsigned char* St =
+                  reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+              }
+            }
+          }
+          // Lanes quarter, quarter + 4, ..., quarter + 28 hold the same channels.
+          int k;
+          const float sum = slot_sum<V>(part, lane, &k);
+          if (lane < 16 && (V == 4 || lane < 8)) red[(warp * np + j) * CB + quarter * V + k] += sum;
+        }
+      }
+    }
+  }
+  if (with_bias) {
+    int k;
+    const float sum = slot_sum<V>(bacc, lane, &k);
+    if (lane < 16 && (V == 4 || lane < 8)) s_bias[warp][quarter * V + k] = sum;
+  }
+  __syncthreads();
+  const int parts = g.tiles * chunks;
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    if (ch >= g.C || j0 + j >= tnpts[ch]) continue;
+    float v = 0.0f;
+    for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
+    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
+  }
+  if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
+    float v = 0.0f;
+    for (int w = 0; w < nwarps; ++w) v += s_bias[w][threadIdx.x];
+    bpartial[int64_t(c0 + threadIdx.x) * parts + tile * chunks + ck] = v;
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d

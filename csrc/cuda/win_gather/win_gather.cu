@@ -1,0 +1,108 @@
+// Launchers of the channels_last window path (float32, float16, bfloat16; C a multiple of the
+// channel block, 16-byte aligned tensors): the stride-1 gather (forward and input gradient) and the
+// stride-2 input gradient per parity class; their planning and launch for any segment tables
+// (nhwc_window.cuh).
+#include <ATen/cuda/CUDAContext.h>
+
+#include "../common/tiling.cuh"
+#include "../families.cuh"
+#include "win_gather.cuh"
+#include "win_gather_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+namespace {
+
+template <typename scalar_t>
+auto win_kernel(int classes, bool one_list) {
+  constexpr int R = WinTraits<scalar_t>::kR;
+  if (one_list) return win_gather_nhwc_kernel<scalar_t, R, 1, true>;
+  return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
+}
+
+}  // namespace
+
+template <typename scalar_t>
+bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan, bool one_list) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  FastGeometry g{static_cast<int>(p.C),
+                 rows,
+                 static_cast<int>(out_size(p.H, p.stride)),
+                 static_cast<int>(out_size(p.W, p.stride)),
+                 0,
+                 0,
+                 0,
+                 0};
+  const int64_t fixed = win_fixed_bytes<scalar_t>(g.K, one_list);
+  auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
+    return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
+  };
+  auto kernel = win_kernel<scalar_t>(classes, one_list);
+  if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
+  plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  win_region(g, p.N * (g.C / CB) * classes);
+  plan->fg = g;
+  plan->classes = classes;
+  plan->one_list = one_list;
+  plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
+  return launch_fits(kernel, plan->launch);
+}
+
+template <typename scalar_t>
+void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+                       const TapWeights<scalar_t>& taps) {
+  TORCH_CHECK(segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
+              "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
+              "taps' weights");
+  auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
+  const LaunchShape& s = plan.launch;
+  prepare_launch(kernel, s, "channels_last window gather");
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg,
+      static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(plan.tile), taps.w, taps.tap_sp,
+      taps.residual);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+// Domain: channels_last, C % (32 bytes of channels) == 0, aligned; stride 1 (forward or input
+// gradient: the source plane is the output plane) or the stride-2 input gradient (source dy,
+// output dx, per parity class).
+template <typename scalar_t>
+bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  if (pass == Pass::kWeightGrad || !p.nhwc || !p.aligned || p.C % CB != 0) return false;
+  const bool classes4 = p.stride == 2 && pass == Pass::kInputGrad;
+  if (p.stride != 1 && !classes4) return false;
+  plan->path = classes4 ? "win_gather_classes" : "win_gather";
+  return plan_win_gather<scalar_t>(p, p.K, classes4 ? class_halo_k(p.K) : p.K, kVecGatherBudget, classes4 ? 4 : 1,
+                                   plan);
+}
+
+// The stride-1 gathers merge the weights in their blocks (one launch and one allocation fewer per
+// call); the parity classes of the stride-2 input gradient take merged tables.
+template <typename scalar_t>
+void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
+  const bool in_blocks = plan.classes == 1;
+  const auto t =
+      build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, a.sign, plan.classes, !in_blocks);
+  const at::Tensor w = in_blocks ? a.weight.contiguous() : at::Tensor();
+  const TapWeights<scalar_t> taps =
+      in_blocks ? TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual} : TapWeights<scalar_t>{};
+  launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo(), taps);
+}
+
+#define MMO1D_INSTANTIATE_WIN(T)                                                                            \
+  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*, bool);                    \
+  template void launch_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*, \
+                                     const int4*, const float*, const int2*, const TapWeights<T>&);
+MMO1D_INSTANTIATE_WIN(float)
+MMO1D_INSTANTIATE_WIN(c10::Half)
+MMO1D_INSTANTIATE_WIN(c10::BFloat16)
+#undef MMO1D_INSTANTIATE_WIN
+
+MMO1D_INSTANTIATE_FAMILY(WinGather)
+
+}  // namespace cuda
+}  // namespace mmo1d

@@ -1,0 +1,354 @@
+// The channels_last window path (C a multiple of the channel block): segment windows over staged
+// tiles of 32 bytes of channels per pixel; stride-1 forward / input gradient and the stride-2 input
+// gradient per parity class.
+#pragma once
+
+#include "../common/channels_last.cuh"
+#include "../common/tap_weights.cuh"
+#include "../common/window_walk.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// ---- NHWC window path (C a multiple of the channel block) --------------------------------------
+// The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each
+// holding V channels; a thread owns R outputs that follow each other along its channels' segment
+// axis and, for a segment of L points, loads R + L - 1 channel vectors from shared memory (each
+// converted to float once) for R * L * V multiply-adds. The eight pixel slots of a warp take
+// neighbouring tasks (neighbouring rows for the row axis, neighbouring columns otherwise), which
+// the odd row pitch makes conflict-free. Lanes whose V channels have different segment lists (at
+// the boundary of two angle groups that splits a lane's channels) walk them one channel at a time.
+// Forward and input gradient at stride 1; at stride 2 the input gradient, polyphase:
+// dx[2i + a, 2j + b] gathers dy over the taps whose offsets have parities (a, b), at halved offsets,
+// so each parity class is a stride-1 gather over dy with its own segment tables that writes every
+// other pixel of dx (output step OS = 2).
+
+// NV consecutive channels of a pixel <-> floats: the lane's vector (NV = V) or one channel (NV = 1).
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    f[0] = static_cast<float>(*reinterpret_cast<const scalar_t*>(p));
+  } else {
+    load_vec<scalar_t, NV>(reinterpret_cast<const scalar_t*>(p), f);
+  }
+}
+
+template <typename scalar_t, int NV>
+__device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const float (&f)[NV]) {
+  if constexpr (NV == 1) {
+    *p = static_cast<scalar_t>(f[0]);
+  } else {
+    store_vec<scalar_t, NV>(p, f);
+  }
+}
+
+// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
+// pixel i start at Sc + 32 * i. SPLIT: see walk_segment (the stride-2 forward, whose tasks also add
+// into an fp32 tile, takes the test per point: it stays free of spills).
+template <typename scalar_t, int R, int NV, bool SPLIT>
+__device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
+                                               const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
+  float v[R][NV];
+  walk_segment<R, SPLIT>(
+      Sc + a * 32, ustep * 32, L, v, [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
+      [&](int l, auto i) {
+        constexpr int I = decltype(i)::value;
+        float wl[NV];
+        load_floats<NV>(w + l * wstride, wl);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(I + r) % R][k];
+        }
+      });
+}
+
+// The segment tables of a block's CB channels [c0, c0 + CB) in shared memory: sseg[channel][s] =
+// {offset of the segment's first point in a staged tile of this pitch, L, first weight} for the
+// nseg[channel] segments of each channel, and sw[point][channel] the weights (none when sw is null).
+template <int CB>
+__device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, float* __restrict__ sw,
+                                                     const int4* __restrict__ segs, const float* __restrict__ segw,
+                                                     const int* nseg, int c0, int K, int pitch) {
+  for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
+    const int k = e / K, s = e - k * K;
+    if (s < nseg[k]) {
+      const int4 sg = segs[int64_t(c0 + k) * K + s];
+      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+    }
+    if (sw != nullptr) sw[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+  }
+}
+
+// The sub-tile of a th x tw output tile that the block stages at a time (sh x sw outputs; the last
+// ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0, all
+// 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
+// evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
+// 3 K per task (a warp runs 8 tasks of about 26 K), a latency allowance per round of tasks over
+// the block's slots and one per sub-tile (its staging and two barriers: ncu put 37% of a K=31
+// gather's stall samples at those barriers; on an H200 this allowance took a 0-degree line from
+// four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10% faster).
+template <int R>
+__device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
+                                               int slots) {
+  const int lane = threadIdx.x & 31;
+  float cost = __int_as_float(0x7f800000);  // +inf: no candidate
+  int2 sub = make_int2(R, R);
+  const int cand = (lane + 1) * R;
+  if (cand < round_up(th, R) + R) {
+    const int nsh = (th + cand - 1) / cand;
+    const int sh = round_up((th + nsh - 1) / nsh, R);
+    const int rows = seg_tile_rows<R>(sh, ph);
+    const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
+    const int sw_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
+    if (sw_max >= R) {
+      const int nsw = (tw + min(sw_max, round_up(tw, R)) - 1) / min(sw_max, round_up(tw, R));
+      const int sw = round_up((tw + nsw - 1) / nsw, R);
+      const int pitch = seg_tile_cols<R>(sw, pw) | 1;
+      const int tasks = seg_ntasks<R>(mode, min(sh, th), min(sw, tw));
+      const int rounds = (tasks + slots - 1) / slots;
+      cost =
+          float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds) + 8000.0f);
+      sub = make_int2(min(sh, th), min(sw, tw));
+    }
+  }
+  int best = lane;
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const float oc = __shfl_xor_sync(0xffffffffu, cost, d);
+    const int ob = __shfl_xor_sync(0xffffffffu, best, d);
+    if (oc < cost || (oc == cost && ob < best)) {
+      cost = oc;
+      best = ob;
+    }
+  }
+  return make_int2(__shfl_sync(0xffffffffu, sub.x, best), __shfl_sync(0xffffffffu, sub.y, best));
+}
+
+// A channel's segments read from global memory (SegTables' layout, first points as offsets (dh, dw)),
+// as the staged tables hold them: the first point's offset in a staged tile of this pitch.
+struct GlobalSegs {
+  const int4* segs;
+  int pitch;
+  __device__ __forceinline__ int4 operator[](int s) const {
+    const int4 e = segs[s];
+    return make_int4(e.x * pitch + e.y, e.z, e.w, 0);
+  }
+};
+
+// The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
+// at channel kc of the block (c in the tensor) that share one segment list (sseg[s]: staged, or
+// GlobalSegs). Task position (p, q)
+// writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
+// pixel, stw pixels per row), one class of the stride-2 forward at a time.
+template <typename scalar_t, int R, int OS, int NV, bool ACC = false, typename Segs = const int4*>
+__device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
+                                          int mode, int nseg, Segs sseg, const float* __restrict__ sw,
+                                          const float (&b)[NV], int sth, int stw, int p0s, int q0s, int ph, int pw,
+                                          int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
+                                          float* __restrict__ accs = nullptr) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  const int ustep = ui * pitch + uj;
+  const int ntasks = seg_ntasks<R>(mode, sth, stw);
+  const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
+  const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
+  for (int t = slot; t < ntasks; t += slots) {
+    int p, q;
+    seg_task<R>(mode, t, sth, stw, &p, &q);
+    const int b0 = (p + ph) * pitch + q + pw + (R - 1);
+    float acc[R][NV];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) acc[r][k] = b[k];
+    }
+    for (int s = 0; s < nseg; ++s) {
+      const int4 e = sseg[s];
+      run_segment_px<scalar_t, R, NV, !ACC>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+    }
+    scalar_t* o = op + (int64_t(OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
+#pragma unroll
+    for (int r = 0; r < R; ++r, o += ostep) {
+      const int pr = p + r * ui, qr = q + r * uj;
+      const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
+      if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
+        if constexpr (ACC) {
+          float* d = accs + (pr * stw + qr) * CB + kc;
+#pragma unroll
+          for (int k = 0; k < NV; ++k) d[k] += acc[r][k];
+        } else {
+          store_channels<scalar_t, NV>(o, acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// Where a window-gather block works: CB channels from c0 of image n, the tile of th x tw positions
+// from (p0, q0) of g's plane (blockIdx.x runs over tiles, then channel blocks, then images), and
+// its threads' roles: lane, quarter (V channels of the block's CB), pixel slot and slot count (4
+// threads per slot).
+struct WinBlock {
+  int c0;
+  int64_t n;
+  int p0, q0, th, tw;
+  int lane, quarter, slot, slots;
+};
+
+template <int CB>
+__device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
+  WinBlock b;
+  const int groups = g.C / CB;
+  const int tile = blockIdx.x % g.tiles;
+  b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  b.n = blockIdx.x / (int64_t(g.tiles) * groups);
+  b.p0 = (tile / g.tiles_w) * g.TH;
+  b.q0 = (tile % g.tiles_w) * g.TW;
+  b.th = min(g.TH, g.H - b.p0);
+  b.tw = min(g.TW, g.W - b.q0);
+  b.lane = threadIdx.x & 31;
+  b.quarter = b.lane & 3;
+  b.slot = (threadIdx.x >> 5) * 8 + (b.lane >> 2);
+  b.slots = blockDim.x >> 2;
+  return b;
+}
+
+// One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
+// aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
+// class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
+// The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+// Weights: segw, merged; or, when segw is null, the (C, K) weight wtaps merged by each block through
+// the tables' tap -> slot map tap_sp (stage_merged_weights; one class of rounded taps, not ONE_LIST).
+// ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
+// points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
+// have the same segments; the other blocks read theirs from global memory.
+template <typename scalar_t, int R, int OS, bool ONE_LIST = false>
+__global__ void __launch_bounds__(kFastThreads, 3)
+    win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
+                           const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
+                           const FastGeometry g, int OH, int OW, int tile_bytes, const scalar_t* __restrict__ wtaps,
+                           const int* __restrict__ tap_sp, bool residual) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const WinBlock blk = win_block<CB>(g);
+  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
+  const int64_t n = blk.n;
+  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
+  const int cls = OS == 1 ? 0 : blockIdx.y;
+  const int oa = cls >> 1, ob = cls & 1;
+  info += int64_t(cls) * g.C;
+  halo += int64_t(cls) * g.C;
+  segs += int64_t(cls) * g.C * g.K;
+  segw += int64_t(cls) * g.C * g.K;
+
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw, s_united;
+  if (threadIdx.x < 32) {
+    // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
+    // whether its V channels walk the same segments (then one vector load per point).
+    int ph = 0, pw = 0, mode = 0, same = 1;
+    if (threadIdx.x < CB) {
+      const SegInfo f = info[c0 + threadIdx.x];
+      mode = f.mode;
+      s_mode[threadIdx.x] = f.mode;
+      s_nseg[threadIdx.x] = f.nseg;
+      same = threadIdx.x == 0 || f.same != 0;
+      const int2 hl = halo[c0 + threadIdx.x];
+      ph = hl.x;
+      pw = hl.y;
+    }
+    ph = warp_max(ph);
+    pw = warp_max(pw);
+    if (ONE_LIST) {
+      same = __all_sync(0xffffffffu, same);
+      if (threadIdx.x == 0) s_united = same;
+    }
+    mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
+    const int2 sub = choose_subtile<R>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
+    if (threadIdx.x == 0) {
+      s_ph = ph;
+      s_pw = pw;
+      s_sh = sub.x;
+      s_sw = sub.y;
+    }
+    if (threadIdx.x < 4) {
+      s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return info[c].same; }, c0 + threadIdx.x * V, g.C);
+    }
+  }
+  __syncthreads();
+  const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
+  const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
+  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel]
+  // (ONE_LIST: sseg holds channel c0's, the list of a block whose channels all share it).
+  constexpr int kLists = ONE_LIST ? 1 : CB;
+  const bool united = ONE_LIST && s_united != 0;
+  int4* sseg = reinterpret_cast<int4*>(smem);
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * kLists));
+  scalar_t* S =
+      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * kLists) + align16(sizeof(float) * g.K * CB));
+  if constexpr (ONE_LIST) {
+    for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+      const int k = e / g.K, s = e - k * g.K;
+      if (united && k == 0 && s < s_nseg[0]) {
+        const int4 sg = segs[int64_t(c0) * g.K + s];
+        sseg[s] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+      }
+      sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+    }
+  } else if (segw != nullptr) {
+    stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
+  } else {
+    stage_segment_tables<CB>(sseg, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+    stage_merged_weights<scalar_t, CB>(sw, wtaps, tap_sp, c0, g.K, residual);
+  }
+  const int k0 = quarter * V;
+  float b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
+  const scalar_t* img = src + n * g.H * g.W * g.C;
+  scalar_t* op = out + n * OH * OW * g.C;
+  const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+  for (int sub = 0; sub < subs; ++sub) {
+    const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
+    const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
+    __syncthreads();  // tables written; the previous sub-tile's reads of S are done
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
+                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
+    __syncthreads();
+    // The tasks of NV channels from kc of the block over the list (sseg's or GlobalSegs) of channel kl.
+    auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
+      win_tasks<scalar_t, R, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth,
+                                                      stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot,
+                                                      slots);
+    };
+    // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
+    auto list_of = [&](int kc) {
+      if constexpr (ONE_LIST) {
+        return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
+      } else {
+        return static_cast<const int4*>(sseg + kc * g.K);
+      }
+    };
+    if (ONE_LIST && united) {
+      // Every channel of the block has channel c0's list, mode and segment count.
+      tasks(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(sseg));
+    } else if (s_uniform[quarter]) {
+      tasks(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
+    } else {
+      // The quarter's channels straddle two angle groups: one channel at a time.
+#pragma unroll
+      for (int kk = 0; kk < V; ++kk) {
+        const float bk[1] = {b[kk]};
+        tasks(std::integral_constant<int, 1>{}, k0 + kk, k0 + kk, bk, list_of(k0 + kk));
+      }
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d
