@@ -4,7 +4,7 @@
 # A variant tried by tools/analysis_tools/learnable_angles_study.py (docs/learnable.md).
 _base_ = './oriented-convnext-demo-1d-la_upernet_1xb8-300iter_ade20k-textures-64x64.py'
 
-custom_imports = dict(imports=['mmo1d', 'mmo1d.engine.hooks.angle_warmup_hook'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmo1d'], allow_failed_imports=False)
 custom_hooks = [
     dict(type='mmo1d.AngleLoggerHook', interval=50),
     dict(type='mmo1d.AngleWarmupHook', iters=100),

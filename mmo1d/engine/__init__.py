@@ -1,4 +1,4 @@
 """Training-time helpers of the oriented 1D kernel models (Kirchmeyer & Deng, ICCV 2023): hooks."""
-from .hooks import AngleLoggerHook
+from .hooks import AngleLoggerHook, AngleWarmupHook
 
-__all__ = ['AngleLoggerHook']
+__all__ = ['AngleLoggerHook', 'AngleWarmupHook']

@@ -131,11 +131,11 @@ def _final_metrics(run_dir: Path) -> Dict[str, float]:
 
 def _angles(run: dict, checkpoint: Path, orientations: Sequence[float]) -> Optional[dict]:
     """Initial and learned angles of a run's backbone and their alignment with the textures."""
-    import torch
     from mmengine.config import Config, DictAction
 
     from mmo1d.analysis import angle_study, angles
     from mmo1d.registry import MODELS
+    from mmo1d.utils import load_checkpoint_file
 
     cfg = Config.fromfile(str(REPO / run['config']))
     action = DictAction(option_strings=[], dest='x')
@@ -149,7 +149,7 @@ def _angles(run: dict, checkpoint: Path, orientations: Sequence[float]) -> Optio
     if not layers:
         return None
     initial = angles.initial_angles(layers)
-    state = torch.load(checkpoint, map_location='cpu', weights_only=True)['state_dict']
+    state = load_checkpoint_file(checkpoint)['state_dict']
     learned = {name: state[f'backbone.{name}.theta'].double() for name in layers}
     groups = {name: angles.layer_group(name) for name in layers}
     return dict(alignment=angle_study.texture_alignment(initial, learned, orientations, groups),

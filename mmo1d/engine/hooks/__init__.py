@@ -1,3 +1,4 @@
 from .angle_logger_hook import AngleLoggerHook
+from .angle_warmup_hook import AngleWarmupHook
 
-__all__ = ['AngleLoggerHook']
+__all__ = ['AngleLoggerHook', 'AngleWarmupHook']
