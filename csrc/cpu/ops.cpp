@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "../op_registration.h"
 #include "../oriented_dwconv1d.h"
 #include "interp_plan.h"
 #include "plan.h"
@@ -132,11 +133,6 @@ std::string path_cpu(const at::Tensor& input, const at::Tensor& weight_arg, cons
 }  // namespace
 }  // namespace cpu
 
-TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {
-  m.impl("oriented_dwconv1d", &cpu::forward_cpu);
-  m.impl("oriented_dwconv1d_backward_input", &cpu::backward_input_cpu);
-  m.impl("oriented_dwconv1d_backward_params", &cpu::backward_params_cpu);
-  m.impl("oriented_dwconv1d_path", &cpu::path_cpu);
-}
+TORCH_LIBRARY_IMPL(mmo1d, CPU, m) { MMO1D_IMPL_ORIENTED_DWCONV1D(m, cpu); }
 
 }  // namespace mmo1d

@@ -80,12 +80,35 @@ __device__ __forceinline__ acc_t inv_sqrt(acc_t v) {
   }
 }
 
+// The arguments of layer_norm_last_fwd_kernel, built by its launcher.
+template <typename in_t, typename out_t, typename acc_t>
+struct LayerNormFwdParams {
+  const in_t* x;
+  const acc_t* w;
+  const acc_t* b;
+  out_t* y;
+  acc_t* mean_out;
+  acc_t* rstd_out;
+  int64_t M;
+  int C;
+  int G;
+  acc_t eps;
+};
+
 // One row per group of G lanes; lane l holds vectors j = l + k * G (k < ceil(C / V / G)) of its row.
 template <typename in_t, typename out_t, typename acc_t, int V, bool GELU>
 __global__ void __launch_bounds__(kLnThreads)
-    layer_norm_last_fwd_kernel(const in_t* __restrict__ x, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
-                               out_t* __restrict__ y, acc_t* __restrict__ mean_out, acc_t* __restrict__ rstd_out,
-                               int64_t M, int C, int G, acc_t eps) {
+    layer_norm_last_fwd_kernel(const LayerNormFwdParams<in_t, out_t, acc_t> params) {
+  const in_t* __restrict__ x = params.x;
+  const acc_t* __restrict__ w = params.w;
+  const acc_t* __restrict__ b = params.b;
+  out_t* __restrict__ y = params.y;
+  acc_t* __restrict__ mean_out = params.mean_out;
+  acc_t* __restrict__ rstd_out = params.rstd_out;
+  int64_t M = params.M;
+  int C = params.C;
+  int G = params.G;
+  acc_t eps = params.eps;
   constexpr int kCache = kLnValues / V;
   const int lane = threadIdx.x & (G - 1);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kLnThreads / G) + threadIdx.x / G;
@@ -167,15 +190,41 @@ __global__ void __launch_bounds__(kLnThreads)
   });
 }
 
+// The arguments of layer_norm_last_bwd_kernel, built by its launcher.
+template <typename in_t, typename g_t, typename acc_t>
+struct LayerNormBwdParams {
+  const g_t* dy;
+  const in_t* x;
+  const acc_t* mean;
+  const acc_t* rstd;
+  const acc_t* w;
+  const acc_t* b;
+  in_t* dx;
+  acc_t* part_w;
+  acc_t* part_b;
+  int64_t M;
+  int C;
+  int G;
+};
+
 // Rows are visited grid-stride by groups of G lanes; a lane's columns fit in its NCH register
 // vectors (NCH * V <= 32 values, so C <= kLayerNormMaxFusedChannels). part_w / part_b: (gridDim.x * kLnWarps, C), one
 // partial row per warp (nullptr when the weight / bias gradient is not wanted).
 template <typename in_t, typename g_t, typename acc_t, int V, int NCH, bool GELU>
 __global__ void __launch_bounds__(kLnThreads)
-    layer_norm_last_bwd_kernel(const g_t* __restrict__ dy, const in_t* __restrict__ x, const acc_t* __restrict__ mean,
-                               const acc_t* __restrict__ rstd, const acc_t* __restrict__ w, const acc_t* __restrict__ b,
-                               in_t* __restrict__ dx, acc_t* __restrict__ part_w, acc_t* __restrict__ part_b, int64_t M,
-                               int C, int G) {
+    layer_norm_last_bwd_kernel(const LayerNormBwdParams<in_t, g_t, acc_t> params) {
+  const g_t* __restrict__ dy = params.dy;
+  const in_t* __restrict__ x = params.x;
+  const acc_t* __restrict__ mean = params.mean;
+  const acc_t* __restrict__ rstd = params.rstd;
+  const acc_t* __restrict__ w = params.w;
+  const acc_t* __restrict__ b = params.b;
+  in_t* __restrict__ dx = params.dx;
+  acc_t* __restrict__ part_w = params.part_w;
+  acc_t* __restrict__ part_b = params.part_b;
+  int64_t M = params.M;
+  int C = params.C;
+  int G = params.G;
   constexpr int kCache = NCH;
   const int lane = threadIdx.x & (G - 1);
   const int rows_per_block = kLnThreads / G;
@@ -356,9 +405,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
       constexpr bool GELU = decltype(gelu_const)::value;
       const int G = lanes_per_row(C / V);
       const int64_t blocks = (M + kLnThreads / G - 1) / (kLnThreads / G);
-      layer_norm_last_fwd_kernel<in_t, out_t, acc_t, V, GELU><<<blocks, kLnThreads, 0, stream>>>(
-          x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), y.data_ptr<out_t>(), mean.data_ptr<acc_t>(),
-          rstd.data_ptr<acc_t>(), M, static_cast<int>(C), G, static_cast<acc_t>(eps));
+      const LayerNormFwdParams<in_t, out_t, acc_t> params{
+          .x = x.data_ptr<in_t>(),
+          .w = w.data_ptr<acc_t>(),
+          .b = b.data_ptr<acc_t>(),
+          .y = y.data_ptr<out_t>(),
+          .mean_out = mean.data_ptr<acc_t>(),
+          .rstd_out = rstd.data_ptr<acc_t>(),
+          .M = M,
+          .C = static_cast<int>(C),
+          .G = G,
+          .eps = static_cast<acc_t>(eps)};
+      layer_norm_last_fwd_kernel<in_t, out_t, acc_t, V, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
     constexpr int VW = vector_width<in_t, out_t>();
     const bool vec = C % VW == 0 && aligned16(x) && aligned16(y);
@@ -425,11 +483,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
         part_w = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
         part_b = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
       }
-      layer_norm_last_bwd_kernel<in_t, g_t, acc_t, V, NCH, GELU><<<blocks, kLnThreads, 0, stream>>>(
-          dy.data_ptr<g_t>(), x.data_ptr<in_t>(), mean.data_ptr<acc_t>(), rstd.data_ptr<acc_t>(), w.data_ptr<acc_t>(),
-          b.data_ptr<acc_t>(), dx.defined() ? dx.data_ptr<in_t>() : nullptr,
-          want_wb ? part_w.data_ptr<acc_t>() : nullptr, want_wb ? part_b.data_ptr<acc_t>() : nullptr, M,
-          static_cast<int>(C), G);
+      const LayerNormBwdParams<in_t, g_t, acc_t> params{
+          .dy = dy.data_ptr<g_t>(),
+          .x = x.data_ptr<in_t>(),
+          .mean = mean.data_ptr<acc_t>(),
+          .rstd = rstd.data_ptr<acc_t>(),
+          .w = w.data_ptr<acc_t>(),
+          .b = b.data_ptr<acc_t>(),
+          .dx = dx.defined() ? dx.data_ptr<in_t>() : nullptr,
+          .part_w = want_wb ? part_w.data_ptr<acc_t>() : nullptr,
+          .part_b = want_wb ? part_b.data_ptr<acc_t>() : nullptr,
+          .M = M,
+          .C = static_cast<int>(C),
+          .G = G};
+      layer_norm_last_bwd_kernel<in_t, g_t, acc_t, V, NCH, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
     auto with_gelu = [&](auto v_const, auto nch_const) {
       if (gelu) {

@@ -32,6 +32,7 @@
 #include <climits>
 #include <string>
 
+#include "../op_registration.h"
 #include "../oriented_dwconv1d.h"
 #include "common/table_cache.cuh"
 #include "entry.cuh"
@@ -145,11 +146,6 @@ TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
   m.def("clear_table_cache() -> ()", &cuda::clear_table_cache);
 }
 
-TORCH_LIBRARY_IMPL(mmo1d, CUDA, m) {
-  m.impl("oriented_dwconv1d", &cuda::forward_cuda);
-  m.impl("oriented_dwconv1d_backward_input", &cuda::backward_input_cuda);
-  m.impl("oriented_dwconv1d_backward_params", &cuda::backward_params_cuda);
-  m.impl("oriented_dwconv1d_path", &cuda::path_cuda);
-}
+TORCH_LIBRARY_IMPL(mmo1d, CUDA, m) { MMO1D_IMPL_ORIENTED_DWCONV1D(m, cuda); }
 
 }  // namespace mmo1d

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../oriented_dwconv1d.h"
 #include "../tap_rule.h"
 #include "common/geometry.cuh"
 #include "common/launch.cuh"
@@ -40,6 +41,24 @@ struct Problem {
   const at::Tensor* theta;
   TapRule rule;
 };
+
+// The geometry of a problem's input planes, tables of `rows` rows (no tile yet).
+inline FastGeometry plane_geometry(const Problem& p, int rows) {
+  return FastGeometry{static_cast<int>(p.C), rows, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
+}
+
+// The geometry of a problem's output planes (the planes at the stride), tables of `rows` rows (no
+// tile yet).
+inline FastGeometry output_geometry(const Problem& p, int rows) {
+  return FastGeometry{static_cast<int>(p.C),
+                      rows,
+                      static_cast<int>(out_size(p.H, p.stride)),
+                      static_cast<int>(out_size(p.W, p.stride)),
+                      0,
+                      0,
+                      0,
+                      0};
+}
 
 struct Plan {
   int family = -1;        // index in the family list (families.cuh)

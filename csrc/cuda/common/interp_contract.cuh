@@ -16,15 +16,43 @@ namespace cuda {
 
 constexpr int kContractThreads = 128;
 
+// The arguments of interp_contract_kernel, built by its launcher.
+template <typename scalar_t, typename acc_t>
+struct InterpContractParams {
+  const acc_t* partial;
+  int parts;
+  int R;
+  const int* map;
+  const int* counts;
+  const int* spt;
+  const acc_t* coef;
+  const acc_t* dcoef;
+  const scalar_t* weight;
+  int K;
+  int M;
+  scalar_t* dw;
+  acc_t* dtheta;
+};
+
 // One block per channel c. partial: (C, parts, R) sums, the row of the channel's point p being
 // map[c * R + p] (or p without a map); counts[c]: the points whose sums count (samples on other
 // points read 0). Writes dw (C, K) and, if not null, dtheta (C). Shared memory: (R + K) acc_t.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kContractThreads)
-    interp_contract_kernel(const acc_t* __restrict__ partial, int parts, int R, const int* __restrict__ map,
-                           const int* __restrict__ counts, const int* __restrict__ spt, const acc_t* __restrict__ coef,
-                           const acc_t* __restrict__ dcoef, const scalar_t* __restrict__ weight, int K, int M,
-                           scalar_t* __restrict__ dw, acc_t* __restrict__ dtheta) {
+    interp_contract_kernel(const InterpContractParams<scalar_t, acc_t> params) {
+  const acc_t* __restrict__ partial = params.partial;
+  int parts = params.parts;
+  int R = params.R;
+  const int* __restrict__ map = params.map;
+  const int* __restrict__ counts = params.counts;
+  const int* __restrict__ spt = params.spt;
+  const acc_t* __restrict__ coef = params.coef;
+  const acc_t* __restrict__ dcoef = params.dcoef;
+  const scalar_t* __restrict__ weight = params.weight;
+  int K = params.K;
+  int M = params.M;
+  scalar_t* __restrict__ dw = params.dw;
+  acc_t* __restrict__ dtheta = params.dtheta;
   extern __shared__ __align__(16) unsigned char smem[];
   acc_t* G = reinterpret_cast<acc_t*>(smem);
   acc_t* terms = G + R;  // each tap's term of dtheta
@@ -74,11 +102,21 @@ void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t p
               : at::empty({C}, dtheta->options().dtype(acc_type));
   }
   const int64_t smem = (t.R + K) * int64_t(sizeof(acc_t));
-  interp_contract_kernel<scalar_t, acc_t><<<C, kContractThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
-      partial.data_ptr<acc_t>(), static_cast<int>(parts), static_cast<int>(t.R),
-      map.defined() ? map.data_ptr<int>() : nullptr, t.npts(all), spt.data_ptr<int>(), coef.data_ptr<acc_t>(),
-      dcoef.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), static_cast<int>(K), static_cast<int>(M),
-      dwo.data_ptr<scalar_t>(), dtheta != nullptr ? dto.data_ptr<acc_t>() : nullptr);
+  const InterpContractParams<scalar_t, acc_t> params{
+      .partial = partial.data_ptr<acc_t>(),
+      .parts = static_cast<int>(parts),
+      .R = static_cast<int>(t.R),
+      .map = map.defined() ? map.data_ptr<int>() : nullptr,
+      .counts = t.npts(all),
+      .spt = spt.data_ptr<int>(),
+      .coef = coef.data_ptr<acc_t>(),
+      .dcoef = dcoef.data_ptr<acc_t>(),
+      .weight = w.data_ptr<scalar_t>(),
+      .K = static_cast<int>(K),
+      .M = static_cast<int>(M),
+      .dw = dwo.data_ptr<scalar_t>(),
+      .dtheta = dtheta != nullptr ? dto.data_ptr<acc_t>() : nullptr};
+  interp_contract_kernel<scalar_t, acc_t><<<C, kContractThreads, smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   if (!dwo.is_same(dw)) dw.copy_(dwo);
   if (dtheta != nullptr && !dto.is_same(*dtheta)) dtheta->copy_(dto);

@@ -31,6 +31,30 @@ inline int interp_halo(const TapRule& rule, int K) {
   return K / 2 + rule.reach + 1;
 }
 
+// The arguments of build_interp_tables_kernel, built by its launcher.
+template <typename scalar_t, typename acc_t>
+struct InterpTablesParams {
+  const acc_t* theta;
+  const scalar_t* weight;
+  int C;
+  int K;
+  int rows;
+  TapRule rule;
+  bool residual;
+  int2* off;
+  acc_t* pw;
+  int* npts_gather;
+  int* npts_all;
+  int2* halo;
+  int* spt;
+  acc_t* coef;
+  acc_t* dcoef;
+  int2* raw_off;
+  acc_t* raw_w;
+  int* raw_nz;
+  int* order;
+};
+
 // One thread per channel. Samples are merged into points in sample order; a sample can share its
 // pixel only with the samples of taps within 2 * radius (bilinear: 2) of its own, so the search for
 // an existing point looks back over the points of the last 2 * reach + 3 taps.
@@ -40,14 +64,26 @@ inline int interp_halo(const TapRule& rule, int K) {
 // sample's point (-1: outside the gaussian band, coefficient and derivative 0). Scratch:
 // raw_off, raw_w, raw_nz, order (C, R).
 template <typename scalar_t, typename acc_t>
-__global__ void build_interp_tables_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int C,
-                                           int K, int rows, const TapRule rule, bool residual,
-                                           int2* __restrict__ off, acc_t* __restrict__ pw,
-                                           int* __restrict__ npts_gather, int* __restrict__ npts_all,
-                                           int2* __restrict__ halo, int* __restrict__ spt, acc_t* __restrict__ coef,
-                                           acc_t* __restrict__ dcoef, int2* __restrict__ raw_off,
-                                           acc_t* __restrict__ raw_w, int* __restrict__ raw_nz,
-                                           int* __restrict__ order) {
+__global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, acc_t> params) {
+  const acc_t* __restrict__ theta = params.theta;
+  const scalar_t* __restrict__ weight = params.weight;
+  int C = params.C;
+  int K = params.K;
+  int rows = params.rows;
+  const TapRule rule = params.rule;
+  bool residual = params.residual;
+  int2* __restrict__ off = params.off;
+  acc_t* __restrict__ pw = params.pw;
+  int* __restrict__ npts_gather = params.npts_gather;
+  int* __restrict__ npts_all = params.npts_all;
+  int2* __restrict__ halo = params.halo;
+  int* __restrict__ spt = params.spt;
+  acc_t* __restrict__ coef = params.coef;
+  acc_t* __restrict__ dcoef = params.dcoef;
+  int2* __restrict__ raw_off = params.raw_off;
+  acc_t* __restrict__ raw_w = params.raw_w;
+  int* __restrict__ raw_nz = params.raw_nz;
+  int* __restrict__ order = params.order;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int M = rule.samples();
@@ -132,6 +168,26 @@ bool interp_warp_builder(const TapRule& rule, int K) {
          interp_warp_smem<acc_t>(rule, K) <= kInterpWarpSmem;
 }
 
+// The arguments of build_interp_tables_warp_kernel, built by its launcher.
+template <typename scalar_t, typename acc_t>
+struct InterpTablesWarpParams {
+  const acc_t* theta;
+  const scalar_t* weight;
+  int K;
+  int rows;
+  int h;
+  TapRule rule;
+  bool residual;
+  int2* off;
+  acc_t* pw;
+  int* npts_gather;
+  int* npts_all;
+  int2* halo;
+  int* spt;
+  acc_t* coef;
+  acc_t* dcoef;
+};
+
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
 // (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples
 // into shared memory (interp_warp_smem bytes), lane 0 merges them into points in sample order with
@@ -140,11 +196,22 @@ bool interp_warp_builder(const TapRule& rule, int K) {
 // them.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(32)
-    build_interp_tables_warp_kernel(const acc_t* __restrict__ theta, const scalar_t* __restrict__ weight, int K,
-                                    int rows, int h, const TapRule rule, bool residual, int2* __restrict__ off,
-                                    acc_t* __restrict__ pw, int* __restrict__ npts_gather, int* __restrict__ npts_all,
-                                    int2* __restrict__ halo, int* __restrict__ spt, acc_t* __restrict__ coef,
-                                    acc_t* __restrict__ dcoef) {
+    build_interp_tables_warp_kernel(const InterpTablesWarpParams<scalar_t, acc_t> params) {
+  const acc_t* __restrict__ theta = params.theta;
+  const scalar_t* __restrict__ weight = params.weight;
+  int K = params.K;
+  int rows = params.rows;
+  int h = params.h;
+  const TapRule rule = params.rule;
+  bool residual = params.residual;
+  int2* __restrict__ off = params.off;
+  acc_t* __restrict__ pw = params.pw;
+  int* __restrict__ npts_gather = params.npts_gather;
+  int* __restrict__ npts_all = params.npts_all;
+  int2* __restrict__ halo = params.halo;
+  int* __restrict__ spt = params.spt;
+  acc_t* __restrict__ coef = params.coef;
+  acc_t* __restrict__ dcoef = params.dcoef;
   __shared__ unsigned char grid[kInterpWarpCells];
   __shared__ int2 p_off[kInterpWarpRows];
   __shared__ acc_t p_w[kInterpWarpRows];

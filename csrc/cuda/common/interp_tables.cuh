@@ -61,19 +61,47 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   const at::Tensor w = weight.contiguous();
   const auto stream = at::cuda::getCurrentCUDAStream();
   if (interp_warp_builder<acc_t>(rule, K)) {
-    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(rule, K), stream>>>(
-        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), K, R, interp_halo(rule, K), rule, residual,
-        reinterpret_cast<int2*>(ip), ap, ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
-        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S);
+    const InterpTablesWarpParams<scalar_t, acc_t> params{
+        .theta = angles.data_ptr<acc_t>(),
+        .weight = w.data_ptr<scalar_t>(),
+        .K = K,
+        .rows = R,
+        .h = interp_halo(rule, K),
+        .rule = rule,
+        .residual = residual,
+        .off = reinterpret_cast<int2*>(ip),
+        .pw = ap,
+        .npts_gather = ip + 2 * int64_t(C) * R + 2 * C,
+        .npts_all = ip + 2 * int64_t(C) * R + 3 * C,
+        .halo = reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R),
+        .spt = spt,
+        .coef = ap + int64_t(C) * R,
+        .dcoef = ap + int64_t(C) * R + C * S};
+    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(rule, K), stream>>>(params);
     MMO1D_CUDA_CHECK(cudaGetLastError());
   } else {
     constexpr int kThreads = 64;
-    build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(
-        angles.data_ptr<acc_t>(), w.data_ptr<scalar_t>(), C, K, R, rule, residual, reinterpret_cast<int2*>(ip), ap,
-        ip + 2 * int64_t(C) * R + 2 * C, ip + 2 * int64_t(C) * R + 3 * C,
-        reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R), spt, ap + int64_t(C) * R, ap + int64_t(C) * R + C * S,
-        reinterpret_cast<int2*>(raw), ap + int64_t(C) * R + 2 * C * S, raw + 2 * int64_t(C) * R,
-        raw + 3 * int64_t(C) * R);
+    const InterpTablesParams<scalar_t, acc_t> params{
+        .theta = angles.data_ptr<acc_t>(),
+        .weight = w.data_ptr<scalar_t>(),
+        .C = C,
+        .K = K,
+        .rows = R,
+        .rule = rule,
+        .residual = residual,
+        .off = reinterpret_cast<int2*>(ip),
+        .pw = ap,
+        .npts_gather = ip + 2 * int64_t(C) * R + 2 * C,
+        .npts_all = ip + 2 * int64_t(C) * R + 3 * C,
+        .halo = reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R),
+        .spt = spt,
+        .coef = ap + int64_t(C) * R,
+        .dcoef = ap + int64_t(C) * R + C * S,
+        .raw_off = reinterpret_cast<int2*>(raw),
+        .raw_w = ap + int64_t(C) * R + 2 * C * S,
+        .raw_nz = raw + 2 * int64_t(C) * R,
+        .order = raw + 3 * int64_t(C) * R};
+    build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(params);
     MMO1D_CUDA_CHECK(cudaGetLastError());
   }
   if (with_same) {

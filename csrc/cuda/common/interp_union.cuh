@@ -18,6 +18,22 @@ namespace cuda {
 
 constexpr int kUnionThreads = 128;
 
+// The arguments of interp_block_union_kernel, built by its launcher.
+struct InterpUnionParams {
+  const int2* off;
+  const float* pw;
+  const int* npts;
+  int C;
+  int rows;
+  int h;
+  int cap;
+  int2* uoff;
+  float* uw;
+  int* unpts;
+  int* usame;
+  int* umap;
+};
+
 // One block of kUnionThreads threads per block of CB channels (blockIdx.x; C need not be a multiple
 // of CB). From the first npts[c] points of the tables (offsets off, weights pw, rows per channel;
 // offsets within h): uoff, uw (C, rows) and unpts (C) the block's union of points in the order of
@@ -27,9 +43,19 @@ constexpr int kUnionThreads = 128;
 // the row of each of a channel's own points in its new row (0 beyond its points).
 template <int CB>
 __global__ void __launch_bounds__(kUnionThreads)
-    interp_block_union_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
-                              int C, int rows, int h, int cap, int2* __restrict__ uoff, float* __restrict__ uw,
-                              int* __restrict__ unpts, int* __restrict__ usame, int* __restrict__ umap) {
+    interp_block_union_kernel(const InterpUnionParams params) {
+  const int2* __restrict__ off = params.off;
+  const float* __restrict__ pw = params.pw;
+  const int* __restrict__ npts = params.npts;
+  int C = params.C;
+  int rows = params.rows;
+  int h = params.h;
+  int cap = params.cap;
+  int2* __restrict__ uoff = params.uoff;
+  float* __restrict__ uw = params.uw;
+  int* __restrict__ unpts = params.unpts;
+  int* __restrict__ usame = params.usame;
+  int* __restrict__ umap = params.umap;
   constexpr int kWarps = kUnionThreads / 32;
   __shared__ int point_of[kSegGridCells];  // 1 + the union point at each offset, 0 for none
   __shared__ int2 s_off[kSegMaxPoints];
@@ -143,10 +169,21 @@ InterpUnion unite_interp_blocks(const InterpTables<float>& t, const int* npts, i
   u.weights = at::empty({t.C * t.R}, t.accs.options());
   int* ip = u.ints.data_ptr<int>();
   const int cap = static_cast<int>(std::min<int64_t>(t.R, kSegMaxPoints));
-  interp_block_union_kernel<CB><<<ceil_div(t.C, int64_t(CB)), kUnionThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      t.off(), t.w(), npts, static_cast<int>(t.C), static_cast<int>(t.R), h, cap, reinterpret_cast<int2*>(ip),
-      u.weights.data_ptr<float>(), ip + 2 * t.C * t.R, ip + 2 * t.C * t.R + t.C,
-      with_map ? ip + 2 * t.C * t.R + 2 * t.C : nullptr);
+  const InterpUnionParams params{
+      .off = t.off(),
+      .pw = t.w(),
+      .npts = npts,
+      .C = static_cast<int>(t.C),
+      .rows = static_cast<int>(t.R),
+      .h = h,
+      .cap = cap,
+      .uoff = reinterpret_cast<int2*>(ip),
+      .uw = u.weights.data_ptr<float>(),
+      .unpts = ip + 2 * t.C * t.R,
+      .usame = ip + 2 * t.C * t.R + t.C,
+      .umap = with_map ? ip + 2 * t.C * t.R + 2 * t.C : nullptr};
+  interp_block_union_kernel<CB>
+      <<<ceil_div(t.C, int64_t(CB)), kUnionThreads, 0, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return u;
 }

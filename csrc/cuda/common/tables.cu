@@ -32,9 +32,21 @@ at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, TapM
   at::Tensor ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, th.options().dtype(at::kInt));
   int* p = ints.data_ptr<int>();
   int* npts = p + 2 * int64_t(C) * K + 2 * C;
-  build_tables_kernel<float, float><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), nullptr, channels, K, mode, false, classes, reinterpret_cast<int2*>(p), nullptr,
-      npts, npts + C, reinterpret_cast<int2*>(p + 2 * int64_t(C) * K), p + 3 * int64_t(C) * K + 3 * C);
+  const BuildTablesParams<float, float> params{
+      .theta = th.data_ptr<float>(),
+      .weight = nullptr,
+      .C = channels,
+      .K = K,
+      .mode = mode,
+      .residual = false,
+      .classes = classes,
+      .off = reinterpret_cast<int2*>(p),
+      .pw = nullptr,
+      .npts = npts,
+      .tap_pt = npts + C,
+      .halo = reinterpret_cast<int2*>(p + 2 * int64_t(C) * K),
+      .same = p + 3 * int64_t(C) * K + 3 * C};
+  build_tables_kernel<float, float><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return ints;
 }
@@ -54,10 +66,23 @@ at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, Ta
   const int threads = 32;
   const int64_t scratch = int64_t(threads) * K * (sizeof(float) + sizeof(int));
   const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
-  build_segments_kernel<float><<<ceil_div(C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(
-      th.data_ptr<float>(), nullptr, channels, K, mode, false, sign, classes, reinterpret_cast<SegInfo*>(p),
-      reinterpret_cast<int4*>(p + head), scratch_w.data_ptr<float>(), reinterpret_cast<int2*>(p + 4 * int64_t(C)),
-      p + head + 4 * int64_t(C) * K, scratch_bytes);
+  const BuildSegmentsParams<float> params{
+      .theta = th.data_ptr<float>(),
+      .weight = nullptr,
+      .C = channels,
+      .K = K,
+      .mode = mode,
+      .residual = false,
+      .sign = sign,
+      .classes = classes,
+      .info = reinterpret_cast<SegInfo*>(p),
+      .segs = reinterpret_cast<int4*>(p + head),
+      .segw = scratch_w.data_ptr<float>(),
+      .halo = reinterpret_cast<int2*>(p + 4 * int64_t(C)),
+      .tap_sp = p + head + 4 * int64_t(C) * K,
+      .scratch_bytes = scratch_bytes};
+  build_segments_kernel<float>
+      <<<ceil_div(C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return ints;
 }

@@ -51,11 +51,39 @@ __device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
   return u;
 }
 
+// The arguments of build_tables_kernel, built by its launcher.
 template <typename scalar_t, typename acc_t>
-__global__ void build_tables_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C, int K,
-                                    TapMode mode, bool residual, int classes, int2* __restrict__ off,
-                                    acc_t* __restrict__ pw, int* __restrict__ npts, int* __restrict__ tap_pt,
-                                    int2* __restrict__ halo, int* __restrict__ same) {
+struct BuildTablesParams {
+  const float* theta;
+  const scalar_t* weight;
+  int C;
+  int K;
+  TapMode mode;
+  bool residual;
+  int classes;
+  int2* off;
+  acc_t* pw;
+  int* npts;
+  int* tap_pt;
+  int2* halo;
+  int* same;
+};
+
+template <typename scalar_t, typename acc_t>
+__global__ void build_tables_kernel(const BuildTablesParams<scalar_t, acc_t> params) {
+  const float* __restrict__ theta = params.theta;
+  const scalar_t* __restrict__ weight = params.weight;
+  int C = params.C;
+  int K = params.K;
+  TapMode mode = params.mode;
+  bool residual = params.residual;
+  int classes = params.classes;
+  int2* __restrict__ off = params.off;
+  acc_t* __restrict__ pw = params.pw;
+  int* __restrict__ npts = params.npts;
+  int* __restrict__ tap_pt = params.tap_pt;
+  int2* __restrict__ halo = params.halo;
+  int* __restrict__ same = params.same;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;
@@ -125,6 +153,25 @@ __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
   *uj = mode == 1 ? 0 : (mode == 3 ? -1 : 1);
 }
 
+// The arguments of build_segments_kernel, built by its launcher.
+template <typename scalar_t>
+struct BuildSegmentsParams {
+  const float* theta;
+  const scalar_t* weight;
+  int C;
+  int K;
+  TapMode mode;
+  bool residual;
+  int sign;
+  int classes;
+  SegInfo* info;
+  int4* segs;
+  float* segw;
+  int2* halo;
+  int* tap_sp;
+  int scratch_bytes;
+};
+
 // Segment tables of every channel for the gather with offsets sign * (dh, dw): per channel the
 // axis, the segments {dh0, dw0, L, first weight} (point l of a segment is (dh0, dw0) + l * u) and
 // the merged weights in segment order; the halo (max |dh|, max |dw|).
@@ -132,10 +179,21 @@ __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
 // channel c whose offsets have parities (cls >> 1, cls & 1), at offsets sign * (dh >> 1, dw >> 1);
 // the other taps map to slot -1.
 template <typename scalar_t>
-__global__ void build_segments_kernel(const float* __restrict__ theta, const scalar_t* __restrict__ weight, int C,
-                                      int K, TapMode mode, bool residual, int sign, int classes,
-                                      SegInfo* __restrict__ info, int4* __restrict__ segs, float* __restrict__ segw,
-                                      int2* __restrict__ halo, int* __restrict__ tap_sp, int scratch_bytes) {
+__global__ void build_segments_kernel(const BuildSegmentsParams<scalar_t> params) {
+  const float* __restrict__ theta = params.theta;
+  const scalar_t* __restrict__ weight = params.weight;
+  int C = params.C;
+  int K = params.K;
+  TapMode mode = params.mode;
+  bool residual = params.residual;
+  int sign = params.sign;
+  int classes = params.classes;
+  SegInfo* __restrict__ info = params.info;
+  int4* __restrict__ segs = params.segs;
+  float* __restrict__ segw = params.segw;
+  int2* __restrict__ halo = params.halo;
+  int* __restrict__ tap_sp = params.tap_sp;
+  int scratch_bytes = params.scratch_bytes;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= C * classes) return;
   const int c = idx % C, cls = classes == 4 ? idx / C : -1;

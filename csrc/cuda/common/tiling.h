@@ -33,6 +33,12 @@ constexpr int kVecRLarge = 8, kVecRSmall = 4;
 constexpr int kVecRFit = 7;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 
+// ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
+// Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.
+constexpr float kSubtileCostPerTapTask = 3.0f;      // per tap of each task (a warp runs 8 tasks of ~26 K)
+constexpr float kSubtileCostPerRound = 2000.0f;     // latency allowance per round of tasks over the slots
+constexpr float kSubtileCostPerSubtile = 8000.0f;   // per sub-tile: its staging and two barriers
+
 // ---- Shared-memory budgets (bytes, tables included) ----
 constexpr int64_t kKiB = 1024;
 constexpr int64_t kStaticLaunchLimit = 48 * kKiB;  // dynamic + static above this needs the opt-in

@@ -9,13 +9,34 @@
 namespace mmo1d {
 namespace cuda {
 
+// The arguments of wgrad_reduce_kernel, built by its launcher.
+template <typename scalar_t, typename acc_t>
+struct WgradReduceParams {
+  const acc_t* partial;
+  const int* tap_pt;
+  scalar_t* dw;
+  int C;
+  int K;
+  int parts;
+  int classes;
+  const float* bpartial;
+  scalar_t* db;
+};
+
 // dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order. With parity classes
 // (tables of classes * C entries), the tap's point is in the one class whose map has it. With
 // bpartial (C x parts bias-gradient partial sums), threads C * K + c also write db[c].
 template <typename scalar_t, typename acc_t>
-__global__ void wgrad_reduce_kernel(const acc_t* __restrict__ partial, const int* __restrict__ tap_pt,
-                                    scalar_t* __restrict__ dw, int C, int K, int parts, int classes,
-                                    const float* __restrict__ bpartial, scalar_t* __restrict__ db) {
+__global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> params) {
+  const acc_t* __restrict__ partial = params.partial;
+  const int* __restrict__ tap_pt = params.tap_pt;
+  scalar_t* __restrict__ dw = params.dw;
+  int C = params.C;
+  int K = params.K;
+  int parts = params.parts;
+  int classes = params.classes;
+  const float* __restrict__ bpartial = params.bpartial;
+  scalar_t* __restrict__ db = params.db;
   const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (e >= int64_t(C) * K) {
     const int64_t c = e - int64_t(C) * K;
@@ -48,9 +69,17 @@ void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tenso
   const bool with_bias = bpartial != nullptr && db != nullptr;
   const LaunchShape s{ceil_div(int64_t(C) * K + (with_bias ? C : 0), 256), 1, 256, 0};
   prepare_launch(kernel, s, "weight-gradient reduction");
-  kernel<<<grid_of(s), s.threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      partial.data_ptr<acc_t>(), tap_pt, dw.data_ptr<scalar_t>(), C, K, parts, classes,
-      with_bias ? bpartial->data_ptr<float>() : nullptr, with_bias ? db->data_ptr<scalar_t>() : nullptr);
+  const WgradReduceParams<scalar_t, acc_t> params{
+      .partial = partial.data_ptr<acc_t>(),
+      .tap_pt = tap_pt,
+      .dw = dw.data_ptr<scalar_t>(),
+      .C = C,
+      .K = K,
+      .parts = parts,
+      .classes = classes,
+      .bpartial = with_bias ? bpartial->data_ptr<float>() : nullptr,
+      .db = with_bias ? db->data_ptr<scalar_t>() : nullptr};
+  kernel<<<grid_of(s), s.threads, 0, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -130,17 +130,23 @@ at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at
   const LaunchShape& s = plan.launch;
   at::Tensor partial =
       at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-  const int N = static_cast<int>(x.size(0));
+  const GeneralWgradParams<scalar_t, acc_t> params{.x = x.data_ptr<scalar_t>(),
+                                                  .dy = dy.data_ptr<scalar_t>(),
+                                                  .toff = off,
+                                                  .tnpts = npts,
+                                                  .thalo = halo,
+                                                  .partial = partial.data_ptr<acc_t>(),
+                                                  .g = g,
+                                                  .N = static_cast<int>(x.size(0)),
+                                                  .chunk = plan.chunk};
   if (plan.variant == 1) {
     auto kernel = wgrad_nhwc_kernel<scalar_t, acc_t>;
     prepare_launch(kernel, s, "general channels_last weight-gradient");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo,
-                                                      partial.data_ptr<acc_t>(), g, N, plan.chunk);
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(params);
   } else {
     auto kernel = wgrad_nchw_kernel<scalar_t, acc_t>;
     prepare_launch(kernel, s, "general NCHW weight-gradient");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo,
-                                                      partial.data_ptr<acc_t>(), g, N, plan.chunk);
+    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(params);
   }
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return partial;

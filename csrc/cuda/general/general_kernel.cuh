@@ -110,6 +110,33 @@ __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const sca
   }
 }
 
+// Tile `tile` of g's grid of output tiles: its origin (p0, q0) and size th x twd (the last tiles
+// of a row or column may be smaller).
+struct OutputTile {
+  int p0, q0, th, twd;
+};
+
+__device__ __forceinline__ OutputTile output_tile(const GatherGeometry& g, int tile) {
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  return OutputTile{p0, q0, min(g.TH, g.Ho - p0), min(g.TW, g.Wo - q0)};
+}
+
+// The dynamic shared memory of a general block: the points' offsets in the staged tile (`points`
+// ints), `values` acc_t (merged weights, or the warps' point sums), then the staged tile.
+template <typename acc_t>
+struct GeneralSmem {
+  int* offsets;
+  acc_t* values;
+  acc_t* tile;
+};
+
+template <typename acc_t>
+__device__ __forceinline__ GeneralSmem<acc_t> carve_general_smem(unsigned char* smem, size_t points, size_t values) {
+  const size_t offset_bytes = align16(sizeof(int) * points);
+  return GeneralSmem<acc_t>{reinterpret_cast<int*>(smem), reinterpret_cast<acc_t*>(smem + offset_bytes),
+                            reinterpret_cast<acc_t*>(smem + offset_bytes + align16(sizeof(acc_t) * values))};
+}
+
 // ----------------------------------------------------------------------------------------------
 // NCHW gather: one block per (plane, tile).
 // ----------------------------------------------------------------------------------------------
@@ -122,13 +149,14 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   const int64_t plane = blockIdx.x / g.tiles;
   const int tile = blockIdx.x - plane * g.tiles;
   const int c = static_cast<int>(plane % g.C);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const OutputTile out_tile = output_tile(g, tile);
+  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
   const int2 hl = thalo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
-  int* soff = reinterpret_cast<int*>(smem);
-  acc_t* sw = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K));
-  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K) + align16(sizeof(acc_t) * g.K));
+  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, g.K, g.K);
+  int* soff = carved.offsets;
+  acc_t* sw = carved.values;
+  acc_t* S = carved.tile;
   const int np = tnpts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
@@ -186,8 +214,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const int tile = blockIdx.x % g.tiles;
   const int cg = (blockIdx.x / g.tiles) % groups;
   const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const OutputTile out_tile = output_tile(g, tile);
+  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int c = cg * CB + cl;
   const bool c_ok = c < g.C;
@@ -197,9 +225,10 @@ __global__ void __launch_bounds__(kNhwcThreads)
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
-  int* soff = reinterpret_cast<int*>(smem);
-  acc_t* sw = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB));
-  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB) + align16(sizeof(acc_t) * g.K * CB));
+  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
+  int* soff = carved.offsets;
+  acc_t* sw = carved.values;
+  acc_t* S = carved.tile;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     int2 o = make_int2(0, 0);

@@ -9,29 +9,50 @@
 namespace mmo1d {
 namespace cuda {
 
+// The arguments of wgrad_nchw_kernel and wgrad_nhwc_kernel, built by their launcher.
+template <typename scalar_t, typename acc_t>
+struct GeneralWgradParams {
+  const scalar_t* x;
+  const scalar_t* dy;
+  const int2* toff;
+  const int* tnpts;
+  const int2* thalo;
+  acc_t* partial;
+  GatherGeometry g;
+  int N;
+  int chunk;
+};
+
 // ----------------------------------------------------------------------------------------------
 // Weight gradient partial sums. Geometry as the forward gather (a = stride, sign = +1, up = 1).
 // Each block covers one tile of one channel (NCHW) or 8 channels (NHWC) for a chunk of images and
 // writes partial[c][part][j] for every point j; part = tile * chunks + chunk.
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t>
-__global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
-                                  const int2* __restrict__ toff, const int* __restrict__ tnpts,
-                                  const int2* __restrict__ thalo, acc_t* __restrict__ partial, const GatherGeometry g,
-                                  int N, int chunk) {
+__global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
+  const scalar_t* __restrict__ x = params.x;
+  const scalar_t* __restrict__ dy = params.dy;
+  const int2* __restrict__ toff = params.toff;
+  const int* __restrict__ tnpts = params.tnpts;
+  const int2* __restrict__ thalo = params.thalo;
+  acc_t* __restrict__ partial = params.partial;
+  const GatherGeometry g = params.g;
+  int N = params.N;
+  int chunk = params.chunk;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
   const int tile = blockIdx.x % g.tiles;
   const int ck = (blockIdx.x / g.tiles) % chunks;
   const int c = blockIdx.x / (g.tiles * chunks);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const OutputTile out_tile = output_tile(g, tile);
+  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
   const int2 hl = thalo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
   const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int* soff = reinterpret_cast<int*>(smem);
-  acc_t* red = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K));
-  acc_t* S = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K) + align16(sizeof(acc_t) * g.K * nwarps));
+  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, g.K, size_t(g.K) * nwarps);
+  int* soff = carved.offsets;
+  acc_t* red = carved.values;
+  acc_t* S = carved.tile;
   const int np = tnpts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
@@ -82,17 +103,24 @@ __global__ void wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t
 
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kNhwcThreads)
-    wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy, const int2* __restrict__ toff,
-                      const int* __restrict__ tnpts, const int2* __restrict__ thalo, acc_t* __restrict__ partial,
-                      const GatherGeometry g, int N, int chunk) {
+    wgrad_nhwc_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
+  const scalar_t* __restrict__ x = params.x;
+  const scalar_t* __restrict__ dy = params.dy;
+  const int2* __restrict__ toff = params.toff;
+  const int* __restrict__ tnpts = params.tnpts;
+  const int2* __restrict__ thalo = params.thalo;
+  acc_t* __restrict__ partial = params.partial;
+  const GatherGeometry g = params.g;
+  int N = params.N;
+  int chunk = params.chunk;
   constexpr int CB = kNhwcChannels;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
   const int tile = blockIdx.x % g.tiles;
   const int ck = (blockIdx.x / g.tiles) % chunks;
   const int cg = blockIdx.x / (g.tiles * chunks);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.Ho - p0), twd = min(g.TW, g.Wo - q0);
+  const OutputTile out_tile = output_tile(g, tile);
+  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
   const int c = cg * CB + cl;
@@ -103,10 +131,10 @@ __global__ void __launch_bounds__(kNhwcThreads)
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
-  int* soff = reinterpret_cast<int*>(smem);
-  acc_t* red = reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB));
-  acc_t* S =
-      reinterpret_cast<acc_t*>(smem + align16(sizeof(int) * g.K * CB) + align16(sizeof(acc_t) * g.K * CB * nwarps));
+  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
+  int* soff = carved.offsets;
+  acc_t* red = carved.values;
+  acc_t* S = carved.tile;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);

@@ -16,14 +16,7 @@ template <typename scalar_t>
 bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
   if (pass != Pass::kForward || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
-  FastGeometry g{static_cast<int>(p.C),
-                 p.K,
-                 static_cast<int>(out_size(p.H, 2)),
-                 static_cast<int>(out_size(p.W, 2)),
-                 0,
-                 0,
-                 0,
-                 0};  // the output plane
+  FastGeometry g = output_geometry(p, p.K);  // p.stride == 2
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
@@ -43,9 +36,18 @@ void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
   auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "stride-2 channels_last window gather");
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias, t.info(), t.segs(), t.w(), t.halo(), plan.fg,
-      static_cast<int>(src.size(2)), static_cast<int>(src.size(3)));
+  const S2GatherParams<scalar_t> params{
+      .x = src.data_ptr<scalar_t>(),
+      .out = out.data_ptr<scalar_t>(),
+      .bias = a.bias,
+      .info = t.info(),
+      .segs = t.segs(),
+      .segw = t.w(),
+      .halo = t.halo(),
+      .g = plan.fg,
+      .Hx = static_cast<int>(src.size(2)),
+      .Wx = static_cast<int>(src.size(3))};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 

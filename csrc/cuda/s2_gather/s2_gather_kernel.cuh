@@ -7,6 +7,21 @@
 namespace mmo1d {
 namespace cuda {
 
+// The arguments of win_gather_s2_nhwc_kernel, built by its launcher.
+template <typename scalar_t>
+struct S2GatherParams {
+  const scalar_t* x;
+  scalar_t* out;
+  const scalar_t* bias;
+  const SegInfo* info;
+  const int4* segs;
+  const float* segw;
+  const int2* halo;
+  FastGeometry g;
+  int Hx;
+  int Wx;
+};
+
 // Stride-2 forward, polyphase: y[i, j] = sum over the parity classes (a, b) of a stride-1 window
 // gather over the phase plane x[a::2, b::2] with the class's taps at halved offsets. One block:
 // image n, an output tile, CB channels (C % CB == 0, 16-byte aligned tensors). The four classes'
@@ -15,10 +30,17 @@ namespace cuda {
 // channels) and pitch serve all four.
 template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
-    win_gather_s2_nhwc_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ out,
-                              const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
-                              const int4* __restrict__ segs, const float* __restrict__ segw,
-                              const int2* __restrict__ halo, const FastGeometry g, int Hx, int Wx) {
+    win_gather_s2_nhwc_kernel(const S2GatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ x = params.x;
+  scalar_t* __restrict__ out = params.out;
+  const scalar_t* __restrict__ bias = params.bias;
+  const SegInfo* __restrict__ info = params.info;
+  const int4* __restrict__ segs = params.segs;
+  const float* __restrict__ segw = params.segw;
+  const int2* __restrict__ halo = params.halo;
+  const FastGeometry g = params.g;
+  int Hx = params.Hx;
+  int Wx = params.Wx;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const WinBlock blk = win_block<CB>(g);  // g: the output plane

@@ -12,8 +12,7 @@ namespace cuda {
 
 template <typename scalar_t>
 bool plan_seg_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
-  FastGeometry g = plane_geometry(p);
-  g.K = rows;
+  FastGeometry g = plane_geometry(p, rows);
   const int64_t fixed = seg_fixed_bytes(g.K);
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
   if (!choose_fast_tile(g, kSegStartTile, fixed, kSegGatherBudget, max_dynamic_smem(kernel), seg_tile_bytes, halo_k)) {
@@ -33,9 +32,19 @@ void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out,
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "NCHW fast-path gather");
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg, taps.w, taps.tap_sp,
-      taps.residual);
+  const SegGatherParams<scalar_t> params{
+      .src = src.data_ptr<scalar_t>(),
+      .out = out.data_ptr<scalar_t>(),
+      .bias = bias,
+      .info = info,
+      .segs = segs,
+      .segw = segw,
+      .halo = halo,
+      .g = plan.fg,
+      .wtaps = taps.w,
+      .tap_sp = taps.tap_sp,
+      .residual = taps.residual};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -13,11 +13,6 @@
 namespace mmo1d {
 namespace cuda {
 
-// The geometry of a problem's planes, tables of K rows (no tile yet).
-inline FastGeometry plane_geometry(const Problem& p) {
-  return FastGeometry{static_cast<int>(p.C), p.K, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
-}
-
 // Shared memory of a segment-window block: tables and the tile of the worst line (halos of halo_k
 // taps).
 inline int64_t seg_smem(const FastGeometry& g, int64_t fixed, int halo_k) {

@@ -126,16 +126,39 @@ __device__ __forceinline__ bool rows_vectorizable(const void* base, int W, int q
   return W % E == 0 && q0 % E == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
 }
 
+// The arguments of seg_gather_nchw_kernel, built by its launcher.
+template <typename scalar_t>
+struct SegGatherParams {
+  const scalar_t* src;
+  scalar_t* out;
+  const scalar_t* bias;
+  const SegInfo* info;
+  const int4* segs;
+  const float* segw;
+  const int2* halo;
+  FastGeometry g;
+  const scalar_t* wtaps;
+  const int* tap_sp;
+  bool residual;
+};
+
 // One block: a tile of one (image, channel) plane. Weights: segw, merged; or, when segw is null, the
 // (C, K) weight wtaps merged by the block through the tables' tap -> slot map tap_sp
 // (stage_merged_weights; one class of rounded taps).
 template <typename scalar_t>
 __global__ void __launch_bounds__(kFastThreads)
-    seg_gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
-                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
-                           const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
-                           const FastGeometry g, const scalar_t* __restrict__ wtaps, const int* __restrict__ tap_sp,
-                           bool residual) {
+    seg_gather_nchw_kernel(const SegGatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ src = params.src;
+  scalar_t* __restrict__ out = params.out;
+  const scalar_t* __restrict__ bias = params.bias;
+  const SegInfo* __restrict__ info = params.info;
+  const int4* __restrict__ segs = params.segs;
+  const float* __restrict__ segw = params.segw;
+  const int2* __restrict__ halo = params.halo;
+  const FastGeometry g = params.g;
+  const scalar_t* __restrict__ wtaps = params.wtaps;
+  const int* __restrict__ tap_sp = params.tap_sp;
+  bool residual = params.residual;
   constexpr int R = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t plane = blockIdx.x / g.tiles;

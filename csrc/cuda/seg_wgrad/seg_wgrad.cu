@@ -32,8 +32,7 @@ auto seg_wgrad_kernel(int variant) {
 
 template <typename scalar_t>
 bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int variant) {
-  FastGeometry g = plane_geometry(p);
-  g.K = rows;
+  FastGeometry g = plane_geometry(p, rows);
   const int threads = seg_wgrad_threads(g);
   const int64_t fixed = align16(sizeof(int4) * g.K) +
                         align16(sizeof(float) * points * (threads / (variant == kSegWgradSharedColumns ? 2 : 1)));
@@ -62,9 +61,18 @@ at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "NCHW fast-path weight-gradient");
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), info, segs, halo, partial.data_ptr<float>(), g,
-      static_cast<int>(x.size(0)), plan.chunk, plan.points);
+  const SegWgradParams<scalar_t> params{
+      .x = x.data_ptr<scalar_t>(),
+      .dy = dy.data_ptr<scalar_t>(),
+      .info = info,
+      .segs = segs,
+      .halo = halo,
+      .partial = partial.data_ptr<float>(),
+      .g = g,
+      .N = static_cast<int>(x.size(0)),
+      .chunk = plan.chunk,
+      .pcap = plan.points};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return partial;
 }

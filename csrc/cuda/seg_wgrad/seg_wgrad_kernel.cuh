@@ -55,6 +55,21 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
       });
 }
 
+// The arguments of seg_wgrad_nchw_kernel, built by its launcher.
+template <typename scalar_t>
+struct SegWgradParams {
+  const scalar_t* x;
+  const scalar_t* dy;
+  const SegInfo* info;
+  const int4* segs;
+  const int2* halo;
+  float* partial;
+  FastGeometry g;
+  int N;
+  int chunk;
+  int pcap;
+};
+
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
 // kernel, with dy in registers; every thread (SHARE = 1), or every pair of lanes l and l + 16 of a
 // warp (SHARE = 2: half the shared memory, more blocks per multiprocessor, for long tables),
@@ -67,10 +82,17 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
 // the parts of the runs that fall in its slice.
 template <typename scalar_t, int SHARE, int TASKS = 1>
 __global__ void __launch_bounds__(kFastThreads)
-    seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
-                          const SegInfo* __restrict__ info, const int4* __restrict__ segs,
-                          const int2* __restrict__ halo, float* __restrict__ partial, const FastGeometry g, int N,
-                          int chunk, int pcap) {
+    seg_wgrad_nchw_kernel(const SegWgradParams<scalar_t> params) {
+  const scalar_t* __restrict__ x = params.x;
+  const scalar_t* __restrict__ dy = params.dy;
+  const SegInfo* __restrict__ info = params.info;
+  const int4* __restrict__ segs = params.segs;
+  const int2* __restrict__ halo = params.halo;
+  float* __restrict__ partial = params.partial;
+  const FastGeometry g = params.g;
+  int N = params.N;
+  int chunk = params.chunk;
+  int pcap = params.pcap;
   constexpr int R = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;

@@ -23,7 +23,7 @@ auto vec_gather_kernel(int variant) {
 template <typename scalar_t>
 bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  FastGeometry g{static_cast<int>(p.C), rows, static_cast<int>(p.H), static_cast<int>(p.W), 0, 0, 0, 0};
+  FastGeometry g = plane_geometry(p, rows);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(g.K, false);
   // Both instances have the same static shared memory; the smaller limit of the two bounds the tile.
   const int64_t hard = std::min(max_dynamic_smem(vec_gather_kernel<scalar_t>(kVecRSmall)),
@@ -45,9 +45,20 @@ void launch_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out,
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last vector gather");
   const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w, npts, halo, same, plan.fg, sign, vec_ok,
-      static_cast<int>(plan.tile));
+  const VecGatherParams<scalar_t> params{
+      .src = src.data_ptr<scalar_t>(),
+      .out = out.data_ptr<scalar_t>(),
+      .bias = bias,
+      .toff = off,
+      .tw_ = w,
+      .tnpts = npts,
+      .thalo = halo,
+      .tsame = same,
+      .g = plan.fg,
+      .sign = sign,
+      .vec_ok = vec_ok,
+      .tile_bytes = static_cast<int>(plan.tile)};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 

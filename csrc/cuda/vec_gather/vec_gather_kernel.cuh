@@ -7,14 +7,40 @@
 namespace mmo1d {
 namespace cuda {
 
+// The arguments of vec_gather_nhwc_kernel, built by its launcher.
+template <typename scalar_t>
+struct VecGatherParams {
+  const scalar_t* src;
+  scalar_t* out;
+  const scalar_t* bias;
+  const int2* toff;
+  const float* tw_;
+  const int* tnpts;
+  const int2* thalo;
+  const int* tsame;
+  FastGeometry g;
+  int sign;
+  bool vec_ok;
+  int tile_bytes;
+};
+
 // One block: image n, an output tile, CB channels. Lane = 4 * pixel slot + channel quarter;
 // the thread owns R outputs 64 pixels apart (consecutive pixels across a warp's slots).
 template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
-    vec_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
-                           const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
-                           const float* __restrict__ tw_, const int* __restrict__ tnpts, const int2* __restrict__ thalo,
-                           const int* __restrict__ tsame, const FastGeometry g, int sign, bool vec_ok, int tile_bytes) {
+    vec_gather_nhwc_kernel(const VecGatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ src = params.src;
+  scalar_t* __restrict__ out = params.out;
+  const scalar_t* __restrict__ bias = params.bias;
+  const int2* __restrict__ toff = params.toff;
+  const float* __restrict__ tw_ = params.tw_;
+  const int* __restrict__ tnpts = params.tnpts;
+  const int2* __restrict__ thalo = params.thalo;
+  const int* __restrict__ tsame = params.tsame;
+  const FastGeometry g = params.g;
+  int sign = params.sign;
+  bool vec_ok = params.vec_ok;
+  int tile_bytes = params.tile_bytes;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int groups = (g.C + CB - 1) / CB;

@@ -30,14 +30,7 @@ auto vec_wgrad_kernel(int variant, int classes) {
 template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  FastGeometry g{static_cast<int>(p.C),
-                 rows,
-                 static_cast<int>(out_size(p.H, p.stride)),
-                 static_cast<int>(out_size(p.W, p.stride)),
-                 0,
-                 0,
-                 0,
-                 0};
+  FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   const int64_t hard = std::min({max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
                                  max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)),
@@ -72,11 +65,24 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last weight-gradient");
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), off, npts, halo, same, partial.data_ptr<float>(),
-      bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr, g, static_cast<int>(x.size(2)),
-      static_cast<int>(x.size(3)), static_cast<int>(x.size(0)), plan.chunk, vec_ok, static_cast<int>(plan.tile),
-      plan.points);
+  const VecWgradParams<scalar_t> params{
+      .x = x.data_ptr<scalar_t>(),
+      .dy = dy.data_ptr<scalar_t>(),
+      .toff = off,
+      .tnpts = npts,
+      .thalo = halo,
+      .tsame = same,
+      .partial = partial.data_ptr<float>(),
+      .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
+      .g = g,
+      .Hx = static_cast<int>(x.size(2)),
+      .Wx = static_cast<int>(x.size(3)),
+      .N = static_cast<int>(x.size(0)),
+      .chunk = plan.chunk,
+      .vec_ok = vec_ok,
+      .tile_bytes = static_cast<int>(plan.tile),
+      .pcap = plan.points};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
   return partial;
 }

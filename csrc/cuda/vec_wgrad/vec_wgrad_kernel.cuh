@@ -7,6 +7,27 @@
 namespace mmo1d {
 namespace cuda {
 
+// The arguments of vec_wgrad_nhwc_kernel, built by its launcher.
+template <typename scalar_t>
+struct VecWgradParams {
+  const scalar_t* x;
+  const scalar_t* dy;
+  const int2* toff;
+  const int* tnpts;
+  const int2* thalo;
+  const int* tsame;
+  float* partial;
+  float* bpartial;
+  FastGeometry g;
+  int Hx;
+  int Wx;
+  int N;
+  int chunk;
+  bool vec_ok;
+  int tile_bytes;
+  int pcap;
+};
+
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
@@ -18,11 +39,23 @@ namespace cuda {
 // gradient rides along with the first slice.
 template <typename scalar_t, int R, int P>
 __global__ void __launch_bounds__(kFastThreads, 3)
-    vec_wgrad_nhwc_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy,
-                          const int2* __restrict__ toff, const int* __restrict__ tnpts, const int2* __restrict__ thalo,
-                          const int* __restrict__ tsame, float* __restrict__ partial, float* __restrict__ bpartial,
-                          const FastGeometry g, int Hx, int Wx, int N, int chunk, bool vec_ok, int tile_bytes,
-                          int pcap) {
+    vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
+  const scalar_t* __restrict__ x = params.x;
+  const scalar_t* __restrict__ dy = params.dy;
+  const int2* __restrict__ toff = params.toff;
+  const int* __restrict__ tnpts = params.tnpts;
+  const int2* __restrict__ thalo = params.thalo;
+  const int* __restrict__ tsame = params.tsame;
+  float* __restrict__ partial = params.partial;
+  float* __restrict__ bpartial = params.bpartial;
+  const FastGeometry g = params.g;
+  int Hx = params.Hx;
+  int Wx = params.Wx;
+  int N = params.N;
+  int chunk = params.chunk;
+  bool vec_ok = params.vec_ok;
+  int tile_bytes = params.tile_bytes;
+  int pcap = params.pcap;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;

@@ -26,14 +26,7 @@ auto win_kernel(int classes, bool one_list) {
 template <typename scalar_t>
 bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan, bool one_list) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  FastGeometry g{static_cast<int>(p.C),
-                 rows,
-                 static_cast<int>(out_size(p.H, p.stride)),
-                 static_cast<int>(out_size(p.W, p.stride)),
-                 0,
-                 0,
-                 0,
-                 0};
+  FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K, one_list);
   auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
     return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
@@ -59,10 +52,22 @@ void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out,
   auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "channels_last window gather");
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, info, segs, segw, halo, plan.fg,
-      static_cast<int>(out.size(2)), static_cast<int>(out.size(3)), static_cast<int>(plan.tile), taps.w, taps.tap_sp,
-      taps.residual);
+  const WinGatherParams<scalar_t> params{
+      .src = src.data_ptr<scalar_t>(),
+      .out = out.data_ptr<scalar_t>(),
+      .bias = bias,
+      .info = info,
+      .segs = segs,
+      .segw = segw,
+      .halo = halo,
+      .g = plan.fg,
+      .OH = static_cast<int>(out.size(2)),
+      .OW = static_cast<int>(out.size(3)),
+      .tile_bytes = static_cast<int>(plan.tile),
+      .wtaps = taps.w,
+      .tap_sp = taps.tap_sp,
+      .residual = taps.residual};
+  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
   MMO1D_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -63,31 +63,33 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
       });
 }
 
-// The segment tables of a block's CB channels [c0, c0 + CB) in shared memory: sseg[channel][s] =
-// {offset of the segment's first point in a staged tile of this pitch, L, first weight} for the
-// nseg[channel] segments of each channel, and sw[point][channel] the weights (none when sw is null).
+// The segment tables of a block's CB channels [c0, c0 + CB) in shared memory:
+// seg_smem[channel][s] = {offset of the segment's first point in a staged tile of this pitch, L, first
+// weight} for the nseg[channel] segments of each channel, and w_smem[point][channel] the weights (none
+// when w_smem is null).
 template <int CB>
-__device__ __forceinline__ void stage_segment_tables(int4* __restrict__ sseg, float* __restrict__ sw,
+__device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem, float* __restrict__ w_smem,
                                                      const int4* __restrict__ segs, const float* __restrict__ segw,
                                                      const int* nseg, int c0, int K, int pitch) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
     if (s < nseg[k]) {
       const int4 sg = segs[int64_t(c0 + k) * K + s];
-      sseg[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
+      seg_smem[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
     }
-    if (sw != nullptr) sw[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+    if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
 
-// The sub-tile of a th x tw output tile that the block stages at a time (sh x sw outputs; the last
-// ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0, all
-// 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes, split
-// evenly, the one with the least estimated work in warp instructions: about one per staged pixel,
-// 3 K per task (a warp runs 8 tasks of about 26 K), a latency allowance per round of tasks over
-// the block's slots and one per sub-tile (its staging and two barriers: ncu put 37% of a K=31
-// gather's stall samples at those barriers; on an H200 this allowance took a 0-degree line from
-// four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10% faster).
+// The sub-tile of a th x tw output tile that the block stages at a time (sub_h x sub_w outputs; the
+// last ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0,
+// all 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes,
+// split evenly, the one with the least estimated work in warp instructions (tiling.h's
+// kSubtileCost*): about one per staged pixel, 3 K per task (a warp runs 8 tasks of about 26 K), a
+// latency allowance per round of tasks over the block's slots and one per sub-tile (its staging and
+// two barriers: ncu put 37% of a K=31 gather's stall samples at those barriers; on an H200 this
+// allowance took a 0-degree line from four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10%
+// faster).
 template <int R>
 __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
                                                int slots) {
@@ -97,19 +99,19 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
   const int cand = (lane + 1) * R;
   if (cand < round_up(th, R) + R) {
     const int nsh = (th + cand - 1) / cand;
-    const int sh = round_up((th + nsh - 1) / nsh, R);
-    const int rows = seg_tile_rows<R>(sh, ph);
+    const int sub_h = round_up((th + nsh - 1) / nsh, R);
+    const int rows = seg_tile_rows<R>(sub_h, ph);
     const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
-    const int sw_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
-    if (sw_max >= R) {
-      const int nsw = (tw + min(sw_max, round_up(tw, R)) - 1) / min(sw_max, round_up(tw, R));
-      const int sw = round_up((tw + nsw - 1) / nsw, R);
-      const int pitch = seg_tile_cols<R>(sw, pw) | 1;
-      const int tasks = seg_ntasks<R>(mode, min(sh, th), min(sw, tw));
+    const int sub_w_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
+    if (sub_w_max >= R) {
+      const int nsw = (tw + min(sub_w_max, round_up(tw, R)) - 1) / min(sub_w_max, round_up(tw, R));
+      const int sub_w = round_up((tw + nsw - 1) / nsw, R);
+      const int pitch = seg_tile_cols<R>(sub_w, pw) | 1;
+      const int tasks = seg_ntasks<R>(mode, min(sub_h, th), min(sub_w, tw));
       const int rounds = (tasks + slots - 1) / slots;
-      cost =
-          float(nsh * nsw) * (float(rows * pitch) + 3.0f * float(K) * float(tasks) + 2000.0f * float(rounds) + 8000.0f);
-      sub = make_int2(min(sh, th), min(sw, tw));
+      cost = float(nsh * nsw) * (float(rows * pitch) + kSubtileCostPerTapTask * float(K) * float(tasks) +
+                                 kSubtileCostPerRound * float(rounds) + kSubtileCostPerSubtile);
+      sub = make_int2(min(sub_h, th), min(sub_w, tw));
     }
   }
   int best = lane;
@@ -217,6 +219,25 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
   return b;
 }
 
+// The arguments of win_gather_nhwc_kernel, built by its launcher.
+template <typename scalar_t>
+struct WinGatherParams {
+  const scalar_t* src;
+  scalar_t* out;
+  const scalar_t* bias;
+  const SegInfo* info;
+  const int4* segs;
+  const float* segw;
+  const int2* halo;
+  FastGeometry g;
+  int OH;
+  int OW;
+  int tile_bytes;
+  const scalar_t* wtaps;
+  const int* tap_sp;
+  bool residual;
+};
+
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
@@ -229,11 +250,21 @@ __device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
 // have the same segments; the other blocks read theirs from global memory.
 template <typename scalar_t, int R, int OS, bool ONE_LIST = false>
 __global__ void __launch_bounds__(kFastThreads, 3)
-    win_gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
-                           const scalar_t* __restrict__ bias, const SegInfo* __restrict__ info,
-                           const int4* __restrict__ segs, const float* __restrict__ segw, const int2* __restrict__ halo,
-                           const FastGeometry g, int OH, int OW, int tile_bytes, const scalar_t* __restrict__ wtaps,
-                           const int* __restrict__ tap_sp, bool residual) {
+    win_gather_nhwc_kernel(const WinGatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ src = params.src;
+  scalar_t* __restrict__ out = params.out;
+  const scalar_t* __restrict__ bias = params.bias;
+  const SegInfo* __restrict__ info = params.info;
+  const int4* __restrict__ segs = params.segs;
+  const float* __restrict__ segw = params.segw;
+  const int2* __restrict__ halo = params.halo;
+  const FastGeometry g = params.g;
+  int OH = params.OH;
+  int OW = params.OW;
+  int tile_bytes = params.tile_bytes;
+  const scalar_t* __restrict__ wtaps = params.wtaps;
+  const int* __restrict__ tap_sp = params.tap_sp;
+  bool residual = params.residual;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const WinBlock blk = win_block<CB>(g);
