@@ -26,7 +26,7 @@ def _ids(paths: List[Path]) -> List[str]:
 
 def _size_and_variant(path: Path) -> Tuple[str, str]:
     """('tiny' | 'base' | 'demo', variant) read from a config's file name ('-la': learnable angles)."""
-    match = re.search(r'oriented-convnext-(tiny|base|t|b|demo)-(1dpp|2dpp|1d|2d)(?:-la)?_', path.name)
+    match = re.search(r'oriented-convnext-(tiny|base|t|b|demo)-(1dpp|2dpp|1d|2d)(?:-la(?:-[a-z]+)?)?_', path.name)
     assert match, f'unexpected config name {path.name}'
     size = {'t': 'tiny', 'b': 'base'}.get(match.group(1), match.group(1))
     return size, match.group(2)
@@ -37,7 +37,7 @@ def _load(path: Path) -> Config:
 
 
 def _learnable(path: Path) -> bool:
-    return '-la_' in path.name
+    return re.search(r'-la[_-]', path.name) is not None
 
 
 def test_every_size_and_variant_is_shipped() -> None:
@@ -49,8 +49,9 @@ def test_every_size_and_variant_is_shipped() -> None:
     # With learnable angles (tests/test_configs/test_learnable_angle_configs.py checks them further).
     assert sorted(_size_and_variant(p) for p in SEG_CONFIGS if _learnable(p)) == [
         ('tiny', '1d'), ('tiny', '1dpp'), ('tiny', '2dpp')]
-    assert [_size_and_variant(p) for p in DET_CONFIGS + DEMO_CONFIGS if _learnable(p)] == [('tiny', '1d'),
-                                                                                          ('demo', '1d')]
+    # The demo's: the CPU demo's, and the texture study's with and without a hold of the angles.
+    assert [_size_and_variant(p) for p in DET_CONFIGS + DEMO_CONFIGS if _learnable(p)] == [
+        ('tiny', '1d'), ('demo', '1d'), ('demo', '1d'), ('demo', '1d')]
 
 
 @pytest.mark.parametrize('path', ALL_CONFIGS, ids=_ids(ALL_CONFIGS))
