@@ -47,3 +47,10 @@ def test_the_index_names_only_files_that_exist() -> None:
     # Names in the index that look like results files of this folder (a machine tag before the suffix).
     listed = {n for n in indexed_names(index) if re.search(r'_(cpu|h100|h200)(x\d+)?\.[a-z]+$', n)}
     assert sorted(listed - present) == []
+
+
+def test_the_kernel_notes_stay_one_readable_page() -> None:
+    lines = (BENCHMARKS / 'kernel_notes.md').read_text().splitlines()
+    assert len(lines) < 400
+    # They describe the kernels as they are: no version diary.
+    assert not [line for line in lines if re.match(r'#+ .*\b[Vv]ersion \d', line)]
