@@ -114,14 +114,18 @@ def test_cpu_runs_per_label_and_ratios(tmp_path):
     (['--host-time', '--kernel-sizes', '5', '--repeats', '3'], 'op_host_time_cpu',
      {'conv2d_1xK', 'conv2d_7x7', 'mmo1d', 'empty_like'}),
 ])
-def test_each_measurement_writes_its_files(extra, stem, impls, tmp_path):
-    bench.main(['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '--threads', '1', '--repeats',
-                '2', '--rounds', '1', '--warmup', '0', '--dtypes', 'float32', '--out-dir', str(tmp_path)] + extra)
+def test_each_measurement_writes_its_files(extra, stem, impls, tmp_path, monkeypatch):
+    argv = ['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '--threads', '1', '--repeats',
+            '2', '--rounds', '1', '--warmup', '0', '--dtypes', 'float32', '--out-dir', str(tmp_path)] + extra
+    # The results file records the command that started the process: here, the tool as a user runs it.
+    monkeypatch.setattr('sys.argv', [str(TOOL)] + argv)
+    bench.main(argv)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f'{stem}.json', f'{stem}.md']
     result = json.loads((tmp_path / f'{stem}.json').read_text())
     assert {r['impl'] for r in result['records']} == impls
     assert (tmp_path / f'{stem}.md').read_text().startswith('# ')
     assert result['env']['gpu'] == 'cpu' and 'benchmark_op.py' in result['env']['command']
+    assert result['env']['command'].endswith(' '.join(extra))
 
 
 def test_records_out_holds_what_ab_pairs(tmp_path):
