@@ -15,10 +15,8 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import torch
-
 from mmo1d.benchmark.names import machine_tag, results_stem
-from mmo1d.benchmark.run_logs import ddp_errors, latest_run, source_commit, train_records, versions, world_size
+from mmo1d.benchmark.run_logs import ddp_errors, environment, latest_run, train_records, world_size
 
 
 def run_record(work: Path, name: str, config: str, iters: int, gpus: int) -> Dict:
@@ -56,11 +54,7 @@ def summarize(out: Path, mode: str, gpus: int, iters: int, completed: bool, runs
     return dict(
         mode=mode,
         gpus=gpus,
-        device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
-        torch=torch.__version__,
-        cuda=torch.version.cuda,
-        **versions(),
-        commit=source_commit(),
+        **environment(),
         command=f'bash .dev_scripts/gpu_downstream.sh OUT_DIR {mode}',
         completed=completed,
         runs=results,

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import torch
+
 
 def world_size(log: Path) -> Optional[int]:
     """The number of processes mmengine reports in a train/test log (``GPU number: N``)."""
@@ -62,6 +64,17 @@ def versions() -> Dict[str, Optional[str]]:
         except ImportError:
             found[name] = None
     return found
+
+
+def environment() -> Dict[str, Optional[str]]:
+    """The device, torch, CUDA, OpenMMLab versions and commit that a summary of runs records."""
+    return dict(
+        device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        **versions(),
+        commit=source_commit(),
+    )
 
 
 def source_commit() -> str:

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 
 from mmo1d.benchmark.names import machine_tag, results_stem
-from mmo1d.benchmark.run_logs import source_commit, train_records, versions, world_size
+from mmo1d.benchmark.run_logs import environment, train_records, world_size
 
 MODELS = {'seg': 'UperNet T-1D++ (512x512, AMP)', 'det': 'Cascade Mask R-CNN T-1D++ (multi-scale, AMP)'}
 IMAGES_PER_GPU = 2
@@ -40,7 +40,8 @@ def run_names(counts: Sequence[int]) -> List[str]:
     names = [f'1gpu-b{IMAGES_PER_GPU}']
     for n in sorted(set(counts) - {1}):
         total = n * IMAGES_PER_GPU
-        names += [f'{n}gpu-b{IMAGES_PER_GPU}', f'{n}gpu-b{IMAGES_PER_GPU}-bn', f'1gpu-b{total}', f'1gpu-b{total}-order2']
+        names += [f'{n}gpu-b{IMAGES_PER_GPU}', f'{n}gpu-b{IMAGES_PER_GPU}-bn',
+                  f'1gpu-b{total}', f'1gpu-b{total}-order2']
     return names
 
 
@@ -128,12 +129,8 @@ def summarize(out: Path, iters: int, counts: Sequence[int], models: Sequence[str
         summary_models[model] = dict(description=MODELS[model], counts=[count_summary(runs, n) for n in counts],
                                      runs=runs)
     return dict(
-        device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu',
+        **environment(),
         gpus_seen=torch.cuda.device_count(),
-        torch=torch.__version__,
-        cuda=torch.version.cuda,
-        **versions(),
-        commit=source_commit(),
         command=f'bash .dev_scripts/gpu_downstream.sh OUT_DIR scaling (GPU_COUNTS="{" ".join(map(str, counts))}")',
         iterations=iters,
         gpu_counts=counts,
