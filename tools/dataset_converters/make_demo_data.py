@@ -43,7 +43,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -321,16 +321,10 @@ def write_textures(root: Path, split_sizes: Dict[str, int], height: int, width: 
         to_ade[k + 1] = TEXTURE_CLASSES[k][1]
     for split_index, (split, count) in enumerate(split_sizes.items()):
         rng = np.random.default_rng([seed, 3, split_index])
-        img_dir = root / 'images' / split
-        ann_dir = root / 'annotations' / split
-        img_dir.mkdir(parents=True, exist_ok=True)
-        ann_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(count):
+        for img_path, ann_path in _ade_paths(root, split, count):
             image, seg = draw_texture_scene(rng, height, width, orientations_deg, noise)
-            stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
-            if not cv2.imwrite(str(img_dir / f'{stem}.jpg'), image, [cv2.IMWRITE_JPEG_QUALITY, 100]):
-                raise OSError(f'could not write {img_dir / stem}.jpg')
-            _write_image(ann_dir / f'{stem}.png', to_ade[seg])
+            _write_image(img_path, image, [cv2.IMWRITE_JPEG_QUALITY, 100])
+            _write_image(ann_path, to_ade[seg])
     meta = dict(orientations_deg=[float(a) for a in orientations_deg],
                 classes=[TEXTURE_CLASSES[k][0] for k in range(len(orientations_deg))],
                 ade20k_values=[TEXTURE_CLASSES[k][1] for k in range(len(orientations_deg))],
@@ -338,9 +332,20 @@ def write_textures(root: Path, split_sizes: Dict[str, int], height: int, width: 
     (root / 'textures.json').write_text(json.dumps(meta, indent=1) + '\n')
 
 
-def _write_image(path: Path, image: np.ndarray) -> None:
-    if not cv2.imwrite(str(path), image):
+def _write_image(path: Path, image: np.ndarray, params: Optional[List[int]] = None) -> None:
+    if not cv2.imwrite(str(path), image, params or []):
         raise OSError(f'could not write {path}')
+
+
+def _ade_paths(root: Path, split: str, count: int) -> Iterator[Tuple[Path, Path]]:
+    """The image and annotation paths of the ``count`` images of an ADE20K-layout ``split``, folders made."""
+    img_dir = root / 'images' / split
+    ann_dir = root / 'annotations' / split
+    img_dir.mkdir(parents=True, exist_ok=True)
+    ann_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
+        yield img_dir / f'{stem}.jpg', ann_dir / f'{stem}.png'
 
 
 def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: int,
@@ -360,15 +365,10 @@ def write_ade20k(root: Path, split_sizes: Dict[str, int], height: int, width: in
         to_ade[i + 1] = ADE20K_CLASS_OF[region][1]
     for split_index, (split, count) in enumerate(split_sizes.items()):
         rng = np.random.default_rng([seed, 1, split_index])
-        img_dir = root / 'images' / split
-        ann_dir = root / 'annotations' / split
-        img_dir.mkdir(parents=True, exist_ok=True)
-        ann_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(count):
+        for img_path, ann_path in _ade_paths(root, split, count):
             image, seg, _ = draw_scene(rng, height, width, colour_cue=colour_cue)
-            stem = f'ADE_{"train" if split == "training" else "val"}_{i:08d}'
-            _write_image(img_dir / f'{stem}.jpg', image)
-            _write_image(ann_dir / f'{stem}.png', to_ade[seg])
+            _write_image(img_path, image)
+            _write_image(ann_path, to_ade[seg])
 
 
 def write_coco(root: Path, split_sizes: Dict[str, int], height: int, width: int,
