@@ -12,7 +12,8 @@ from .reference import oriented_dwconv1d_reference, tap_offsets
 from .table_cache import clear_table_cache, table_cache_size
 
 __all__ = [
-    'autocast_output_dtype', 'canonical_path', 'clear_table_cache', 'layer_norm_last', 'oriented_dwconv1d', 'oriented_dwconv1d_path',
+    'autocast_output_dtype', 'canonical_path', 'clear_table_cache', 'layer_norm_last', 'oriented_dwconv1d',
+    'oriented_dwconv1d_path',
     'oriented_dwconv1d_paths', 'OrientedDWConv1d', 'PATH_ALIASES', 'oriented_angles', 'oriented_dwconv1d_reference',
     'table_cache_size', 'tap_offsets'
 ]
