@@ -18,7 +18,7 @@ bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass != Pass::kForward || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
   FastGeometry g = output_geometry(p, p.K);  // p.stride == 2
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
-  auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
+  auto kernel = s2_gather_nhwc_kernel<scalar_t, R>;
   if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
   plan->path = "s2_gather";
   plan->fg = g;
@@ -33,7 +33,7 @@ void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
   at::Tensor& out = a.out;
   constexpr int R = WinTraits<scalar_t>::kR;
   const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, 1, 4);
-  auto kernel = win_gather_s2_nhwc_kernel<scalar_t, R>;
+  auto kernel = s2_gather_nhwc_kernel<scalar_t, R>;
   const LaunchShape& s = plan.launch;
   prepare_launch(kernel, s, "stride-2 channels_last window gather");
   const S2GatherParams<scalar_t> params{

@@ -7,7 +7,7 @@
 namespace mmo1d {
 namespace cuda {
 
-// The arguments of win_gather_s2_nhwc_kernel, built by its launcher.
+// The arguments of s2_gather_nhwc_kernel, built by its launcher.
 template <typename scalar_t>
 struct S2GatherParams {
   const scalar_t* x;
@@ -30,7 +30,7 @@ struct S2GatherParams {
 // channels) and pitch serve all four.
 template <typename scalar_t, int R>
 __global__ void __launch_bounds__(kFastThreads, 3)
-    win_gather_s2_nhwc_kernel(const S2GatherParams<scalar_t> params) {
+    s2_gather_nhwc_kernel(const S2GatherParams<scalar_t> params) {
   const scalar_t* __restrict__ x = params.x;
   scalar_t* __restrict__ out = params.out;
   const scalar_t* __restrict__ bias = params.bias;
