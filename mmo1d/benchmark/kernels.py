@@ -11,6 +11,8 @@ import torch
 
 #: Largest kernels kept per profiled case.
 TOP_KERNELS = 10
+#: What the names of this project's kernels contain (their C++ namespace).
+OWN_KERNELS = 'mmo1d::'
 
 
 def device_self_us(evt) -> float:
@@ -33,8 +35,10 @@ def kernel_summary(events: Iterable, steps: int, top: int = TOP_KERNELS) -> Dict
         top: How many of the largest kernels to list. Default: :data:`TOP_KERNELS`.
 
     Returns:
-        ``kernel_ms`` (sum of the device self-times, milliseconds per step), ``kernel_steps`` and
-        ``top_kernels``: ``{'name', 'total_ms', 'count'}`` over all ``steps``, largest first.
+        ``kernel_ms`` (sum of the device self-times, milliseconds per step), ``launches`` (device
+        events per step), ``own_kernel_ms`` (the part of ``kernel_ms`` in this project's kernels,
+        :data:`OWN_KERNELS`), ``kernel_steps`` and ``top_kernels``: ``{'name', 'total_ms', 'count'}``
+        over all ``steps``, largest first.
 
     Raises:
         ValueError: if ``steps`` < 1.
@@ -50,6 +54,8 @@ def kernel_summary(events: Iterable, steps: int, top: int = TOP_KERNELS) -> Dict
     kernels.sort(key=lambda k: -k[1])
     return {
         'kernel_ms': round(sum(ms for _, ms, _ in kernels) / steps, 4),
+        'launches': round(sum(count for _, _, count in kernels) / steps, 1),
+        'own_kernel_ms': round(sum(ms for name, ms, _ in kernels if OWN_KERNELS in name) / steps, 4),
         'kernel_steps': steps,
         'top_kernels': [{'name': name, 'total_ms': round(ms, 4), 'count': count} for name, ms, count in kernels[:top]],
     }

@@ -70,6 +70,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'each config\'s own). Without pretrained weights, zero-padded pixels give float16 '
                         'gradients that overflow at the usual scales, and skipped steps skip the optimizer; '
                         'e.g. 2**-20 = 9.5367431640625e-07 lets every step run')
+    parser.add_argument('--kernel-times', type=int, default=0, metavar='N',
+                        help='after the timed iterations, run N more under torch.profiler and report the GPU kernel '
+                        'time of an iteration, its kernel launches, the part in mmo1d\'s kernels and the kernel time '
+                        'over the wall clock (default: 0, none)')
     parser.add_argument('--dry-run', action='store_true',
                         help='resolve and build each config (model, dataloader, one batch), time nothing')
     parser.add_argument('--in-process', action='store_true',
@@ -86,8 +90,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.configs = args.configs or list(SMOKE_RUNS if cpu else DEFAULT_RUNS)
     args.warmup = (0 if cpu else 10) if args.warmup is None else args.warmup
     args.workers = (0 if cpu else 2) if args.workers is None else args.workers
-    if args.warmup < 0 or args.iters < 1 or args.workers < 0:
-        parser.error('--warmup and --workers must be >= 0, --iters >= 1')
+    if args.warmup < 0 or args.iters < 1 or args.workers < 0 or args.kernel_times < 0:
+        parser.error('--warmup, --workers and --kernel-times must be >= 0, --iters >= 1')
     if args.init_loss_scale is not None and not args.init_loss_scale > 0:
         parser.error(f'--init-loss-scale must be positive, got {args.init_loss_scale}')
     return args
@@ -100,13 +104,15 @@ def worker_argv(args: argparse.Namespace, name: str, record_path: str, work_dir:
             '--workers', str(args.workers), '--work-dir', work_dir, '--worker', name, '--worker-json', record_path]
     if args.init_loss_scale is not None:
         argv += ['--init-loss-scale', repr(args.init_loss_scale)]
+    if args.kernel_times:
+        argv += ['--kernel-times', str(args.kernel_times)]
     return argv + (['--dry-run'] if args.dry_run else [])
 
 
 def run_one(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
     """One config, in this process."""
     return run_config(RUNS[name], CONFIG_ROOT, args.data_root, osp.join(work_dir, name), args.warmup, args.iters,
-                      args.max_time or None, args.workers, args.dry_run, args.init_loss_scale)
+                      args.max_time or None, args.workers, args.dry_run, args.init_loss_scale, args.kernel_times)
 
 
 def run_isolated(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
@@ -168,7 +174,8 @@ def env_info(args: argparse.Namespace) -> Dict:
                    command=command_line())
     return {**env, **versions(), 'commit': source_commit(), 'data_root': args.data_root, 'warmup': args.warmup,
             'iters': args.iters, 'max_time_s': args.max_time or None, 'workers': args.workers,
-            'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale}
+            'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale,
+            'kernel_steps': args.kernel_times}
 
 
 def add_ratios(records: List[Dict]) -> None:
@@ -182,6 +189,10 @@ def add_ratios(records: List[Dict]) -> None:
         rec['s_per_iter_ratio'] = rec['s_per_iter_median'] / ref['s_per_iter_median']
         if rec.get('peak_mem_bytes') and ref.get('peak_mem_bytes'):
             rec['peak_mem_ratio'] = rec['peak_mem_bytes'] / ref['peak_mem_bytes']
+        if rec.get('kernel_ms') is not None:
+            rec['gpu_busy'] = rec['kernel_ms'] / (1e3 * rec['s_per_iter_median'])
+            if ref.get('kernel_ms'):
+                rec['kernel_ms_ratio'] = rec['kernel_ms'] / ref['kernel_ms']
 
 
 def _backbone(rec: Dict) -> str:
@@ -243,7 +254,25 @@ def summarize(result: Dict) -> str:
                 f"{rec['iters_timed']} of {rec['iters']} | {_num(rec, 'overflow_skipped_steps', 'd')} | "
                 f"{_num(rec, 'loss_final', '.3g')} |")
         lines.append('')
+        lines += kernel_table([r for r in recs if r['task'] == task], base)
     return '\n'.join(lines)
+
+
+def kernel_table(recs: List[Dict], base: str) -> List[str]:
+    """Markdown lines: the GPU work of an iteration of each profiled config (``--kernel-times``)."""
+    recs = [r for r in recs if r.get('kernel_ms') is not None]
+    if not recs:
+        return []
+    lines = [f"GPU work of one iteration, {recs[0]['kernel_steps']} iterations under torch.profiler after the timed "
+             'ones: *kernel ms*, the sum of the device times of its kernels, memcpy and memset; *mmo1d ms*, the part '
+             "in mmo1d's kernels; *launches*, device events; *busy*, kernel ms over the median s/iter (well below 1: "
+             'the iteration waits on the host, not on the GPU).', '',
+             f'| config | kernel ms | vs {base} | mmo1d ms | launches | busy |', '|---|---|---|---|---|---|']
+    for rec in recs:
+        lines.append(f"| {rec['name']} | {_num(rec, 'kernel_ms', '.1f')} | {_num(rec, 'kernel_ms_ratio', '.2f')} | "
+                     f"{_num(rec, 'own_kernel_ms', '.1f')} | {_num(rec, 'launches', '.0f')} | "
+                     f"{_num(rec, 'gpu_busy', '.2f')} |")
+    return lines + ['']
 
 
 def readme_table(result: Dict) -> str:
