@@ -5,6 +5,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "op_registration.h"
+
 namespace mmo1d {
 
 namespace {
@@ -74,16 +76,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_autograd(const at::Tensor
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
-  m.def(
-      "layer_norm_last(Tensor input, Tensor weight, Tensor bias, float eps, bool gelu, "
-      "ScalarType out_dtype) -> (Tensor, Tensor, Tensor)");
+  def_with_autograd(m,
+                    "layer_norm_last(Tensor input, Tensor weight, Tensor bias, float eps, bool gelu, "
+                    "ScalarType out_dtype) -> (Tensor, Tensor, Tensor)",
+                    forward_autograd);
   m.def(
       "layer_norm_last_backward(Tensor grad_output, Tensor input, Tensor mean, Tensor rstd, "
       "Tensor weight, Tensor bias, bool gelu, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
-}
-
-TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
-  m.impl("layer_norm_last", forward_autograd);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {

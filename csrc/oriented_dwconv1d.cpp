@@ -10,6 +10,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "op_registration.h"
+
 namespace mmo1d {
 
 namespace {
@@ -105,9 +107,10 @@ at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, c
 }  // namespace
 
 TORCH_LIBRARY(mmo1d, m) {
-  m.def(
-      "oriented_dwconv1d(Tensor input, Tensor weight, Tensor theta, Tensor? bias, int stride, str rounding, "
-      "float sigma, float radius, bool residual) -> Tensor");
+  def_with_autograd(m,
+                    "oriented_dwconv1d(Tensor input, Tensor weight, Tensor theta, Tensor? bias, int stride, "
+                    "str rounding, float sigma, float radius, bool residual) -> Tensor",
+                    forward_autograd);
   m.def(
       "oriented_dwconv1d_backward_input(Tensor grad_output, Tensor input, Tensor weight, Tensor theta, int stride, "
       "str rounding, float sigma, float radius, bool residual) -> Tensor");
@@ -125,10 +128,6 @@ TORCH_LIBRARY(mmo1d, m) {
   m.def(
       "oriented_dwconv1d_path(Tensor input, Tensor weight, Tensor theta, int stride, str rounding, float sigma, "
       "float radius, str direction) -> str");
-}
-
-TORCH_LIBRARY_IMPL(mmo1d, Autograd, m) {
-  m.impl("oriented_dwconv1d", forward_autograd);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCPU, m) {
