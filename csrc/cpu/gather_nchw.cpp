@@ -146,11 +146,8 @@ void nchw_backward_input(const T* dy, const Plan& plan, const T* merged, T* dx, 
   });
 }
 
-template void nchw_forward<float>(const float*, const Plan&, const float*, const float*, float*, const Geometry&, bool);
-template void nchw_forward<double>(const double*, const Plan&, const double*, const double*, double*, const Geometry&,
-                                   bool);
-template void nchw_backward_input<float>(const float*, const Plan&, const float*, float*, const Geometry&, bool);
-template void nchw_backward_input<double>(const double*, const Plan&, const double*, double*, const Geometry&, bool);
+MMO1D_CPU_INSTANTIATE_GATHER(nchw, float)
+MMO1D_CPU_INSTANTIATE_GATHER(nchw, double)
 
 }  // namespace cpu
 }  // namespace mmo1d

@@ -280,11 +280,8 @@ void nhwc_backward_input(const T* dy, const Plan& plan, const T* merged, T* dx, 
                    [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
 }
 
-template void nhwc_forward<float>(const float*, const Plan&, const float*, const float*, float*, const Geometry&, bool);
-template void nhwc_forward<double>(const double*, const Plan&, const double*, const double*, double*, const Geometry&,
-                                   bool);
-template void nhwc_backward_input<float>(const float*, const Plan&, const float*, float*, const Geometry&, bool);
-template void nhwc_backward_input<double>(const double*, const Plan&, const double*, double*, const Geometry&, bool);
+MMO1D_CPU_INSTANTIATE_GATHER(nhwc, float)
+MMO1D_CPU_INSTANTIATE_GATHER(nhwc, double)
 
 }  // namespace cpu
 }  // namespace mmo1d

@@ -37,3 +37,11 @@ void nchw_backward_weight(const T* dy, const T* x, const Plan& plan, double* gra
 
 }  // namespace cpu
 }  // namespace mmo1d
+
+// The explicit instantiations of a layout's drivers (layout: nchw or nhwc) for T, in the files that
+// define them.
+#define MMO1D_CPU_INSTANTIATE_GATHER(layout, T)                                                            \
+  template void layout##_forward<T>(const T*, const Plan&, const T*, const T*, T*, const Geometry&, bool); \
+  template void layout##_backward_input<T>(const T*, const Plan&, const T*, T*, const Geometry&, bool);
+#define MMO1D_CPU_INSTANTIATE_WGRAD(layout, T) \
+  template void layout##_backward_weight<T>(const T*, const T*, const Plan&, double*, const Geometry&);

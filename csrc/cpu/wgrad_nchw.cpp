@@ -92,8 +92,8 @@ void nchw_backward_weight(const T* dy, const T* x, const Plan& plan, double* gra
                    [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
 }
 
-template void nchw_backward_weight<float>(const float*, const float*, const Plan&, double*, const Geometry&);
-template void nchw_backward_weight<double>(const double*, const double*, const Plan&, double*, const Geometry&);
+MMO1D_CPU_INSTANTIATE_WGRAD(nchw, float)
+MMO1D_CPU_INSTANTIATE_WGRAD(nchw, double)
 
 }  // namespace cpu
 }  // namespace mmo1d

@@ -92,8 +92,8 @@ void nhwc_backward_weight(const T* dy, const T* x, const Plan& plan, double* gra
   });
 }
 
-template void nhwc_backward_weight<float>(const float*, const float*, const Plan&, double*, const Geometry&);
-template void nhwc_backward_weight<double>(const double*, const double*, const Plan&, double*, const Geometry&);
+MMO1D_CPU_INSTANTIATE_WGRAD(nhwc, float)
+MMO1D_CPU_INSTANTIATE_WGRAD(nhwc, double)
 
 }  // namespace cpu
 }  // namespace mmo1d
