@@ -97,10 +97,7 @@ std::vector<std::string> path_names() {
 #define MMO1D_INSTANTIATE(T)                        \
   template Plan plan_call<T>(const Problem&, Pass); \
   template void run_call<T>(const Plan&, const Args<T>&);
-MMO1D_INSTANTIATE(double)
-MMO1D_INSTANTIATE(float)
-MMO1D_INSTANTIATE(c10::Half)
-MMO1D_INSTANTIATE(c10::BFloat16)
+MMO1D_FOR_EACH_DTYPE(MMO1D_INSTANTIATE)
 #undef MMO1D_INSTANTIATE
 
 }  // namespace cuda

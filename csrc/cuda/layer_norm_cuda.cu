@@ -18,9 +18,12 @@
 #include <type_traits>
 
 #include "../layer_norm.h"
+#include "common/common.cuh"
 
 namespace mmo1d {
 namespace {
+
+using cuda::group_sum;
 
 constexpr int kLnThreads = 256;
 constexpr int kLnWarps = kLnThreads / 32;
@@ -32,12 +35,12 @@ struct alignas(sizeof(T) * V) Pack {
 };
 
 template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
+__device__ __forceinline__ Pack<T, V> load_pack(const T* __restrict__ p) {
   return *reinterpret_cast<const Pack<T, V>*>(p);
 }
 
 template <typename T, int V>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
+__device__ __forceinline__ void store_pack(T* __restrict__ p, const Pack<T, V>& v) {
   *reinterpret_cast<Pack<T, V>*>(p) = v;
 }
 
@@ -64,14 +67,6 @@ __device__ __forceinline__ acc_t gelu_grad(acc_t y) {
 }
 
 template <typename acc_t>
-__device__ __forceinline__ acc_t group_sum(acc_t v, int G) {
-  for (int o = G >> 1; o > 0; o >>= 1) {
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  }
-  return v;
-}
-
-template <typename acc_t>
 __device__ __forceinline__ acc_t inv_sqrt(acc_t v) {
   if constexpr (std::is_same_v<acc_t, double>) {
     return 1.0 / sqrt(v);
@@ -80,18 +75,24 @@ __device__ __forceinline__ acc_t inv_sqrt(acc_t v) {
   }
 }
 
-// The arguments of layer_norm_last_fwd_kernel, built by its launcher.
-template <typename in_t, typename out_t, typename acc_t>
-struct LayerNormFwdParams {
+// What both kernels read: M rows of C values x, the affine weight w and bias b (C values), and G,
+// the lanes per row.
+template <typename in_t, typename acc_t>
+struct LayerNormRows {
   const in_t* x;
   const acc_t* w;
   const acc_t* b;
+  int64_t M;
+  int C, G;
+};
+
+// The arguments of layer_norm_last_fwd_kernel, built by its launcher.
+template <typename in_t, typename out_t, typename acc_t>
+struct LayerNormFwdParams {
+  LayerNormRows<in_t, acc_t> rows;
   out_t* y;
   acc_t* mean_out;
   acc_t* rstd_out;
-  int64_t M;
-  int C;
-  int G;
   acc_t eps;
 };
 
@@ -99,23 +100,16 @@ struct LayerNormFwdParams {
 template <typename in_t, typename out_t, typename acc_t, int V, bool GELU>
 __global__ void __launch_bounds__(kLnThreads)
     layer_norm_last_fwd_kernel(const LayerNormFwdParams<in_t, out_t, acc_t> params) {
-  const in_t* __restrict__ x = params.x;
-  const acc_t* __restrict__ w = params.w;
-  const acc_t* __restrict__ b = params.b;
-  out_t* __restrict__ y = params.y;
-  acc_t* __restrict__ mean_out = params.mean_out;
-  acc_t* __restrict__ rstd_out = params.rstd_out;
-  int64_t M = params.M;
-  int C = params.C;
-  int G = params.G;
-  acc_t eps = params.eps;
+  const acc_t* __restrict__ w = params.rows.w;
+  const acc_t* __restrict__ b = params.rows.b;
+  const int C = params.rows.C, G = params.rows.G;
   constexpr int kCache = kLnValues / V;
   const int lane = threadIdx.x & (G - 1);
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kLnThreads / G) + threadIdx.x / G;
-  const bool valid = row < M;  // invalid lanes still take part in the shuffles
+  const bool valid = row < params.rows.M;  // invalid lanes still take part in the shuffles
   const int nv = C / V;
   const int nch = (nv + G - 1) / G;
-  const in_t* xr = x + (valid ? row : 0) * C;
+  const in_t* xr = params.rows.x + (valid ? row : 0) * C;
   auto load = [&](int j, acc_t* v) {
     const auto p = load_pack<in_t, V>(xr + j * V);
 #pragma unroll
@@ -166,15 +160,15 @@ __global__ void __launch_bounds__(kLnThreads)
       sq += d * d;
     }
   });
-  const acc_t rstd = inv_sqrt(group_sum(sq, G) / C + eps);
+  const acc_t rstd = inv_sqrt(group_sum(sq, G) / C + params.eps);
   if (!valid) {
     return;
   }
   if (lane == 0) {
-    mean_out[row] = mean;
-    rstd_out[row] = rstd;
+    params.mean_out[row] = mean;
+    params.rstd_out[row] = rstd;
   }
-  out_t* yr = y + row * C;
+  out_t* yr = params.y + row * C;
   for_each_vector([&](int j, const acc_t* v) {
     Pack<out_t, V> o;
 #pragma unroll
@@ -193,18 +187,13 @@ __global__ void __launch_bounds__(kLnThreads)
 // The arguments of layer_norm_last_bwd_kernel, built by its launcher.
 template <typename in_t, typename g_t, typename acc_t>
 struct LayerNormBwdParams {
+  LayerNormRows<in_t, acc_t> rows;
   const g_t* dy;
-  const in_t* x;
   const acc_t* mean;
   const acc_t* rstd;
-  const acc_t* w;
-  const acc_t* b;
   in_t* dx;
   acc_t* part_w;
   acc_t* part_b;
-  int64_t M;
-  int C;
-  int G;
 };
 
 // Rows are visited grid-stride by groups of G lanes; a lane's columns fit in its NCH register
@@ -214,26 +203,24 @@ template <typename in_t, typename g_t, typename acc_t, int V, int NCH, bool GELU
 __global__ void __launch_bounds__(kLnThreads)
     layer_norm_last_bwd_kernel(const LayerNormBwdParams<in_t, g_t, acc_t> params) {
   const g_t* __restrict__ dy = params.dy;
-  const in_t* __restrict__ x = params.x;
+  const in_t* __restrict__ x = params.rows.x;
   const acc_t* __restrict__ mean = params.mean;
   const acc_t* __restrict__ rstd = params.rstd;
-  const acc_t* __restrict__ w = params.w;
-  const acc_t* __restrict__ b = params.b;
+  const acc_t* __restrict__ w = params.rows.w;
+  const acc_t* __restrict__ b = params.rows.b;
   in_t* __restrict__ dx = params.dx;
   acc_t* __restrict__ part_w = params.part_w;
   acc_t* __restrict__ part_b = params.part_b;
-  int64_t M = params.M;
-  int C = params.C;
-  int G = params.G;
-  constexpr int kCache = NCH;
+  const int64_t M = params.rows.M;
+  const int C = params.rows.C, G = params.rows.G;
   const int lane = threadIdx.x & (G - 1);
   const int rows_per_block = kLnThreads / G;
   const int nv = C / V;
   const bool want_wb = part_w != nullptr;
-  acc_t acc_w[kCache][V];
-  acc_t acc_b[kCache][V];
+  acc_t acc_w[NCH][V];
+  acc_t acc_b[NCH][V];
 #pragma unroll
-  for (int k = 0; k < kCache; ++k) {
+  for (int k = 0; k < NCH; ++k) {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       acc_w[k][e] = 0;
@@ -262,7 +249,7 @@ __global__ void __launch_bounds__(kLnThreads)
     const acc_t rs = valid ? rstd[row] : acc_t(0);
     acc_t sg = 0, sgx = 0;
 #pragma unroll
-    for (int k = 0; k < kCache; ++k) {
+    for (int k = 0; k < NCH; ++k) {
       const int j = lane + k * G;
       if (valid && j < nv) {
         acc_t d[V], xh[V];
@@ -281,7 +268,7 @@ __global__ void __launch_bounds__(kLnThreads)
     sgx = group_sum(sgx, G) / C;
     if (dx != nullptr && valid) {
 #pragma unroll
-      for (int k = 0; k < kCache; ++k) {
+      for (int k = 0; k < NCH; ++k) {
         const int j = lane + k * G;
         if (j < nv) {
           acc_t d[V], xh[V];
@@ -301,7 +288,7 @@ __global__ void __launch_bounds__(kLnThreads)
   }
   // Add the warp's groups (they hold the same columns), then lanes of group 0 write the warp's row.
 #pragma unroll
-  for (int k = 0; k < kCache; ++k) {
+  for (int k = 0; k < NCH; ++k) {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       for (int o = G; o < 32; o <<= 1) {
@@ -315,7 +302,7 @@ __global__ void __launch_bounds__(kLnThreads)
   }
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * kLnWarps + threadIdx.x / 32;
 #pragma unroll
-  for (int k = 0; k < kCache; ++k) {
+  for (int k = 0; k < NCH; ++k) {
     const int j = lane + k * G;
     if (j < nv) {
 #pragma unroll
@@ -406,15 +393,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
       const int G = lanes_per_row(C / V);
       const int64_t blocks = (M + kLnThreads / G - 1) / (kLnThreads / G);
       const LayerNormFwdParams<in_t, out_t, acc_t> params{
-          .x = x.data_ptr<in_t>(),
-          .w = w.data_ptr<acc_t>(),
-          .b = b.data_ptr<acc_t>(),
+          .rows = {x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), M, static_cast<int>(C), G},
           .y = y.data_ptr<out_t>(),
           .mean_out = mean.data_ptr<acc_t>(),
           .rstd_out = rstd.data_ptr<acc_t>(),
-          .M = M,
-          .C = static_cast<int>(C),
-          .G = G,
           .eps = static_cast<acc_t>(eps)};
       layer_norm_last_fwd_kernel<in_t, out_t, acc_t, V, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
@@ -484,18 +466,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
         part_b = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
       }
       const LayerNormBwdParams<in_t, g_t, acc_t> params{
+          .rows = {x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), M, static_cast<int>(C), G},
           .dy = dy.data_ptr<g_t>(),
-          .x = x.data_ptr<in_t>(),
           .mean = mean.data_ptr<acc_t>(),
           .rstd = rstd.data_ptr<acc_t>(),
-          .w = w.data_ptr<acc_t>(),
-          .b = b.data_ptr<acc_t>(),
           .dx = dx.defined() ? dx.data_ptr<in_t>() : nullptr,
           .part_w = want_wb ? part_w.data_ptr<acc_t>() : nullptr,
-          .part_b = want_wb ? part_b.data_ptr<acc_t>() : nullptr,
-          .M = M,
-          .C = static_cast<int>(C),
-          .G = G};
+          .part_b = want_wb ? part_b.data_ptr<acc_t>() : nullptr};
       layer_norm_last_bwd_kernel<in_t, g_t, acc_t, V, NCH, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
     auto with_gelu = [&](auto v_const, auto nch_const) {

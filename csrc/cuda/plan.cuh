@@ -105,6 +105,11 @@ struct Args {
     static void run(const Plan& plan, const Args<T>& a);          \
   };
 
+// M(T) for each dtype of the families that accumulate in float32 (float32, float16, bfloat16), and
+// for each dtype (float64 too): the explicit instantiations of the launchers' helpers.
+#define MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(M) M(float) M(c10::Half) M(c10::BFloat16)
+#define MMO1D_FOR_EACH_DTYPE(M) M(double) MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(M)
+
 // A family's plan and run for one dtype, and for every dtype the family takes.
 #define MMO1D_INSTANTIATE_FAMILY_T(Family, T)                 \
   template bool Family::plan<T>(const Problem&, Pass, Plan*); \

@@ -142,6 +142,54 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
   }
 }
 
+// Where a channels_last fast-path block works: CB channels from c0 of image n (blockIdx.x runs over
+// g's tiles, then the `groups` blocks of channels, then the images), the tile of th x tw positions
+// from (p0, q0) of g's plane, and its threads' roles: lane, quarter (V channels of the block's CB),
+// pixel slot and slot count (4 threads per slot).
+struct FastBlock {
+  int c0;
+  int64_t n;
+  int p0, q0, th, tw;
+  int lane, quarter, slot, slots;
+};
+
+template <int CB>
+__device__ __forceinline__ FastBlock fast_block(const FastGeometry& g, int groups) {
+  FastBlock b;
+  const int tile = blockIdx.x % g.tiles;
+  b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
+  b.n = blockIdx.x / (int64_t(g.tiles) * groups);
+  b.p0 = (tile / g.tiles_w) * g.TH;
+  b.q0 = (tile % g.tiles_w) * g.TW;
+  b.th = min(g.TH, g.H - b.p0);
+  b.tw = min(g.TW, g.W - b.q0);
+  b.lane = threadIdx.x & 31;
+  b.quarter = b.lane & 3;
+  b.slot = (threadIdx.x >> 5) * 8 + (b.lane >> 2);
+  b.slots = blockDim.x >> 2;
+  return b;
+}
+
+// Output o of a strip of nout outputs twd wide (past the strip: its last output): its position (p, q)
+// and the byte offset of its pixel in a staged tile EW pixels wide, 32 bytes a pixel.
+struct StripOutput {
+  int p, q, byte;
+};
+
+__device__ __forceinline__ StripOutput strip_output(const FastDiv& div_tw, int o, int nout, int EW) {
+  const auto [p, q] = div_tw.divmod(min(o, nout - 1));
+  return StripOutput{p, q, (p * EW + q) * 32};
+}
+
+// The byte offsets, in a staged tile EW pixels wide, of the pixels of the OUTPUTS outputs a thread
+// owns in the round from `base`: outputs base + r * slots + slot (strip_output's).
+template <int OUTPUTS>
+__device__ __forceinline__ void round_pixel_bytes(int (&bytes)[OUTPUTS], const FastDiv& div_tw, int base, int slots,
+                                                  int slot, int nout, int EW) {
+#pragma unroll
+  for (int r = 0; r < OUTPUTS; ++r) bytes[r] = strip_output(div_tw, base + r * slots + slot, nout, EW).byte;
+}
+
 // Warp 0 of a block over channels [c0, c0 + CB): block_extent, and per quarter of
 // V channels whether they share the first one's points (`same`: the tables' same-as-previous flags).
 template <int V>

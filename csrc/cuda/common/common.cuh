@@ -15,6 +15,14 @@ namespace cuda {
     TORCH_CHECK(err__ == cudaSuccess, "mmo1d CUDA error: ", cudaGetErrorString(err__), " (", #expr, ")"); \
   } while (0)
 
+// The tensors of a gather kernel: out = the gather of src, plus bias (C values) when not null.
+template <typename scalar_t>
+struct GatherIO {
+  const scalar_t* src;
+  scalar_t* out;
+  const scalar_t* bias;
+};
+
 inline int ceil_div(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
 }
@@ -22,10 +30,25 @@ __host__ __device__ constexpr size_t align16(size_t n) {
   return (n + 15) & ~size_t{15};
 }
 
-template <typename acc_t>
-__device__ __forceinline__ acc_t warp_sum(acc_t v) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+// The sum over each group of G consecutive lanes of a warp (G a power of two up to 32; all 32 lanes
+// call it), a butterfly in a fixed order: every lane of a group gets its group's sum.
+template <typename T>
+__device__ __forceinline__ T group_sum(T v, int G) {
+  for (int o = G >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The sum over the 32 lanes of a warp.
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  return group_sum(v, 32);
+}
+
+// The sum over the lanes of a warp that hold the same place in its groups of G lanes (lane % G;
+// all 32 lanes call it): every lane gets its place's sum.
+template <typename T>
+__device__ __forceinline__ T across_groups_sum(T v, int G) {
+  for (int o = G; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
@@ -62,10 +85,13 @@ __device__ __forceinline__ void block_extent(const int* __restrict__ npts, const
 // Exact a / d for 0 <= a < 2^22 through a float reciprocal and one correction step (an integer
 // division by a run-time value costs ~20 instructions; this is on every staged element).
 struct FastDiv {
+  struct QuotRem {
+    int quot, rem;
+  };
   int d;
   float inv;
   __device__ explicit FastDiv(int divisor) : d(divisor), inv(1.0f / static_cast<float>(divisor)) {}
-  __device__ __forceinline__ int operator()(int a, int* rem) const {
+  __device__ __forceinline__ QuotRem divmod(int a) const {
     int q = static_cast<int>(static_cast<float>(a) * inv);
     int r = a - q * d;
     if (r < 0) {
@@ -75,8 +101,7 @@ struct FastDiv {
       ++q;
       r -= d;
     }
-    *rem = r;
-    return q;
+    return QuotRem{q, r};
   }
 };
 

@@ -23,48 +23,77 @@ struct FastGeometry {
   int TH, TW, tiles_w, tiles;
 };
 
+// Tile `tile` of g's grid of output tiles: its origin (p0, q0) and size th x tw (the last tiles of
+// a row or column may be smaller).
+struct OutputTile {
+  int p0, q0, th, tw;
+};
+
+__device__ __forceinline__ OutputTile output_tile(const GatherGeometry& g, int tile) {
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  return OutputTile{p0, q0, min(g.TH, g.Ho - p0), min(g.TW, g.Wo - q0)};
+}
+
+__device__ __forceinline__ OutputTile output_tile(const FastGeometry& g, int tile) {
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  return OutputTile{p0, q0, min(g.TH, g.H - p0), min(g.TW, g.W - q0)};
+}
+
+// Where a weight-gradient block works: output tile `tile`, chunk `ck` of the `chunks` chunks of
+// images, and channel (or block of channels) `c`: blockIdx.x runs over the tiles, then the chunks,
+// then the channels.
+struct WgradBlock {
+  int tile, ck, c;
+};
+
+__device__ __forceinline__ WgradBlock wgrad_block(int tiles, int chunks) {
+  return WgradBlock{static_cast<int>(blockIdx.x % tiles), static_cast<int>((blockIdx.x / tiles) % chunks),
+                    static_cast<int>(blockIdx.x / (tiles * chunks))};
+}
+
 __host__ __device__ __forceinline__ int round_up(int a, int b) {
   return (a + b - 1) / b * b;
 }
 
-// Shared-memory tile of the NCHW fast path: rows [p0 - ph, p0 + THr + ph), columns
-// [q0 - pw - (R-1), q0 + TWr + pw + (R-1)) (THr, TWr: th, tw rounded up to R), stored with an odd
-// row pitch (EW | 1) so that the lanes of a warp reading one column each hit distinct banks.
-template <int R = kSegR>
+// Shared-memory tile of the NCHW fast path (OUTPUTS outputs per thread): rows
+// [p0 - ph, p0 + THr + ph), columns [q0 - pw - (OUTPUTS - 1), q0 + TWr + pw + (OUTPUTS - 1))
+// (THr, TWr: th, tw rounded up to OUTPUTS), stored with an odd row pitch (EW | 1) so that the lanes
+// of a warp reading one column each hit distinct banks.
+template <int OUTPUTS = kSegR>
 __host__ __device__ __forceinline__ int seg_tile_rows(int th, int ph) {
-  return round_up(th, R) + 2 * ph;
+  return round_up(th, OUTPUTS) + 2 * ph;
 }
-template <int R = kSegR>
+template <int OUTPUTS = kSegR>
 __host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw) {
-  return round_up(tw, R) + 2 * pw + 2 * (R - 1);
+  return round_up(tw, OUTPUTS) + 2 * pw + 2 * (OUTPUTS - 1);
 }
 
-// Tasks of a th x tw output tile for axis `mode`: a task is R outputs (p, q) + r * u. Mode 0:
-// one per row and group of R columns (lanes walk down the rows); mode 1: one per column and
-// group of R rows; modes 2 and 3: diagonal runs that start up to R - 1 columns outside
+// Tasks of a th x tw output tile for axis `mode`: a task is OUTPUTS outputs (p, q) + r * u. Mode 0:
+// one per row and group of OUTPUTS columns (lanes walk down the rows); mode 1: one per column and
+// group of OUTPUTS rows; modes 2 and 3: diagonal runs that start up to OUTPUTS - 1 columns outside
 // the tile (their outside outputs are computed on zero padding and not stored).
-template <int R = kSegR>
+template <int OUTPUTS = kSegR>
 __device__ __forceinline__ int seg_ntasks(int mode, int th, int tw) {
-  const int row_blocks = round_up(th, R) / R;
-  return mode == 0 ? th * (round_up(tw, R) / R) : (mode == 1 ? tw : tw + R - 1) * row_blocks;
+  const int row_blocks = round_up(th, OUTPUTS) / OUTPUTS;
+  return mode == 0 ? th * (round_up(tw, OUTPUTS) / OUTPUTS) : (mode == 1 ? tw : tw + OUTPUTS - 1) * row_blocks;
 }
 
-template <int R = kSegR>
+template <int OUTPUTS = kSegR>
 __device__ __forceinline__ void seg_task(int mode, int k, int th, int tw, int* p, int* q) {
   if (mode == 0) {
     const int cb = k / th;
     *p = k - cb * th;
-    *q = cb * R;
+    *q = cb * OUTPUTS;
   } else if (mode == 1) {
     const int rb = k / tw;
     *q = k - rb * tw;
-    *p = rb * R;
+    *p = rb * OUTPUTS;
   } else {
-    const int span = tw + R - 1;
+    const int span = tw + OUTPUTS - 1;
     const int rb = k / span;
     const int qq = k - rb * span;
-    *p = rb * R;
-    *q = mode == 2 ? qq - (R - 1) : qq;
+    *p = rb * OUTPUTS;
+    *q = mode == 2 ? qq - (OUTPUTS - 1) : qq;
   }
 }
 
@@ -78,10 +107,10 @@ struct VecTraits {
   static constexpr int kV = kCB / 4;                 // channels per lane (4 lanes per pixel)
 };
 
-// Window paths: R outputs per thread along the segment axis, R * V = 16 accumulators.
+// Window paths: kOutputs outputs per thread along the segment axis, kOutputs * V = 16 accumulators.
 template <typename scalar_t>
 struct WinTraits {
-  static constexpr int kR = 16 / VecTraits<scalar_t>::kV;  // R * V = 16 accumulators per thread
+  static constexpr int kOutputs = 16 / VecTraits<scalar_t>::kV;  // kOutputs * V = 16 accumulators per thread
 };
 
 }  // namespace cuda

@@ -116,8 +116,7 @@ void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t p
       .M = static_cast<int>(M),
       .dw = dwo.data_ptr<scalar_t>(),
       .dtheta = dtheta != nullptr ? dto.data_ptr<acc_t>() : nullptr};
-  interp_contract_kernel<scalar_t, acc_t><<<C, kContractThreads, smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  launch_on_stream(interp_contract_kernel<scalar_t, acc_t>, C, kContractThreads, smem, params);
   if (!dwo.is_same(dw)) dw.copy_(dwo);
   if (dtheta != nullptr && !dto.is_same(*dtheta)) dtheta->copy_(dto);
 }

@@ -31,16 +31,12 @@ inline int interp_halo(const TapRule& rule, int K) {
   return K / 2 + rule.reach + 1;
 }
 
-// The arguments of build_interp_tables_kernel, built by its launcher.
-template <typename scalar_t, typename acc_t>
-struct InterpTablesParams {
-  const acc_t* theta;
-  const scalar_t* weight;
-  int C;
-  int K;
-  int rows;
-  TapRule rule;
-  bool residual;
+// The tables that build_interp_tables_kernel and build_interp_tables_warp_kernel write (InterpTables'
+// layout): off, pw (C, rows) the points' offsets and merged weights, npts_gather and npts_all (C)
+// the counts of the points with a nonzero coefficient and of all of them, halo (C), and spt, coef,
+// dcoef (C, K, M) each sample's point, coefficient and derivative.
+template <typename acc_t>
+struct InterpTableOutputs {
   int2* off;
   acc_t* pw;
   int* npts_gather;
@@ -49,10 +45,29 @@ struct InterpTablesParams {
   int* spt;
   acc_t* coef;
   acc_t* dcoef;
+};
+
+// The one-thread builder's scratch (C, rows): the points in sample order, their offsets, summed
+// weights and whether a sample with a nonzero coefficient reads them, and their place in the tables.
+template <typename acc_t>
+struct InterpTableScratch {
   int2* raw_off;
   acc_t* raw_w;
   int* raw_nz;
   int* order;
+};
+
+// The arguments of build_interp_tables_kernel, built by build_interp_tables: C channels of K taps
+// (angles theta, weight (C, K)), rows per channel.
+template <typename scalar_t, typename acc_t>
+struct InterpTablesParams {
+  const acc_t* theta;
+  const scalar_t* weight;
+  int C, K, rows;
+  TapRule rule;
+  bool residual;
+  InterpTableOutputs<acc_t> out;
+  InterpTableScratch<acc_t> scratch;
 };
 
 // One thread per channel. Samples are merged into points in sample order; a sample can share its
@@ -67,23 +82,21 @@ template <typename scalar_t, typename acc_t>
 __global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, acc_t> params) {
   const acc_t* __restrict__ theta = params.theta;
   const scalar_t* __restrict__ weight = params.weight;
-  int C = params.C;
-  int K = params.K;
-  int rows = params.rows;
+  int2* __restrict__ raw_off = params.scratch.raw_off;
+  acc_t* __restrict__ raw_w = params.scratch.raw_w;
+  int* __restrict__ raw_nz = params.scratch.raw_nz;
+  int* __restrict__ order = params.scratch.order;
+  const int C = params.C, K = params.K, rows = params.rows;
   const TapRule rule = params.rule;
-  bool residual = params.residual;
-  int2* __restrict__ off = params.off;
-  acc_t* __restrict__ pw = params.pw;
-  int* __restrict__ npts_gather = params.npts_gather;
-  int* __restrict__ npts_all = params.npts_all;
-  int2* __restrict__ halo = params.halo;
-  int* __restrict__ spt = params.spt;
-  acc_t* __restrict__ coef = params.coef;
-  acc_t* __restrict__ dcoef = params.dcoef;
-  int2* __restrict__ raw_off = params.raw_off;
-  acc_t* __restrict__ raw_w = params.raw_w;
-  int* __restrict__ raw_nz = params.raw_nz;
-  int* __restrict__ order = params.order;
+  const bool residual = params.residual;
+  int2* __restrict__ off = params.out.off;
+  acc_t* __restrict__ pw = params.out.pw;
+  int* __restrict__ npts_gather = params.out.npts_gather;
+  int* __restrict__ npts_all = params.out.npts_all;
+  int2* __restrict__ halo = params.out.halo;
+  int* __restrict__ spt = params.out.spt;
+  acc_t* __restrict__ coef = params.out.coef;
+  acc_t* __restrict__ dcoef = params.out.dcoef;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int M = rule.samples();
@@ -168,24 +181,16 @@ bool interp_warp_builder(const TapRule& rule, int K) {
          interp_warp_smem<acc_t>(rule, K) <= kInterpWarpSmem;
 }
 
-// The arguments of build_interp_tables_warp_kernel, built by its launcher.
+// The arguments of build_interp_tables_warp_kernel, built by build_interp_tables: a channel of K taps
+// (angles theta, weight (C, K)) per block, rows per channel, h = interp_halo.
 template <typename scalar_t, typename acc_t>
 struct InterpTablesWarpParams {
   const acc_t* theta;
   const scalar_t* weight;
-  int K;
-  int rows;
-  int h;
+  int K, rows, h;
   TapRule rule;
   bool residual;
-  int2* off;
-  acc_t* pw;
-  int* npts_gather;
-  int* npts_all;
-  int2* halo;
-  int* spt;
-  acc_t* coef;
-  acc_t* dcoef;
+  InterpTableOutputs<acc_t> out;
 };
 
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
@@ -199,19 +204,17 @@ __global__ void __launch_bounds__(32)
     build_interp_tables_warp_kernel(const InterpTablesWarpParams<scalar_t, acc_t> params) {
   const acc_t* __restrict__ theta = params.theta;
   const scalar_t* __restrict__ weight = params.weight;
-  int K = params.K;
-  int rows = params.rows;
-  int h = params.h;
+  const int K = params.K, rows = params.rows, h = params.h;
   const TapRule rule = params.rule;
-  bool residual = params.residual;
-  int2* __restrict__ off = params.off;
-  acc_t* __restrict__ pw = params.pw;
-  int* __restrict__ npts_gather = params.npts_gather;
-  int* __restrict__ npts_all = params.npts_all;
-  int2* __restrict__ halo = params.halo;
-  int* __restrict__ spt = params.spt;
-  acc_t* __restrict__ coef = params.coef;
-  acc_t* __restrict__ dcoef = params.dcoef;
+  const bool residual = params.residual;
+  int2* __restrict__ off = params.out.off;
+  acc_t* __restrict__ pw = params.out.pw;
+  int* __restrict__ npts_gather = params.out.npts_gather;
+  int* __restrict__ npts_all = params.out.npts_all;
+  int2* __restrict__ halo = params.out.halo;
+  int* __restrict__ spt = params.out.spt;
+  acc_t* __restrict__ coef = params.out.coef;
+  acc_t* __restrict__ dcoef = params.out.dcoef;
   __shared__ unsigned char grid[kInterpWarpCells];
   __shared__ int2 p_off[kInterpWarpRows];
   __shared__ acc_t p_w[kInterpWarpRows];

@@ -15,6 +15,8 @@
 #include "../../interp.h"
 #include "common.cuh"
 #include "interp_table_kernels.cuh"
+#include "launch.cuh"
+#include "tables.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -35,6 +37,10 @@ struct InterpTables {
   const acc_t* w() const { return accs.data_ptr<acc_t>(); }
   at::Tensor coef() const { return accs.narrow(0, C * R, C * S).view({C, S}); }
   at::Tensor dcoef() const { return accs.narrow(0, C * R + C * S, C * S).view({C, S}); }
+  // As the point kernels read them: the points a pass reads (npts(all)), the same flags if built.
+  PointTableView<acc_t> view(bool all) const {
+    return PointTableView<acc_t>{off(), w(), npts(all), halo(), same.defined() ? same.data_ptr<int>() : nullptr};
+  }
 };
 
 template <typename scalar_t, typename acc_t>
@@ -59,56 +65,44 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
   acc_t* ap = t.accs.template data_ptr<acc_t>();
   const at::Tensor angles = theta.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
   const at::Tensor w = weight.contiguous();
-  const auto stream = at::cuda::getCurrentCUDAStream();
+  const InterpTableOutputs<acc_t> out{.off = reinterpret_cast<int2*>(ip),
+                                      .pw = ap,
+                                      .npts_gather = ip + 2 * int64_t(C) * R + 2 * C,
+                                      .npts_all = ip + 2 * int64_t(C) * R + 3 * C,
+                                      .halo = reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R),
+                                      .spt = spt,
+                                      .coef = ap + int64_t(C) * R,
+                                      .dcoef = ap + int64_t(C) * R + C * S};
   if (interp_warp_builder<acc_t>(rule, K)) {
-    const InterpTablesWarpParams<scalar_t, acc_t> params{
-        .theta = angles.data_ptr<acc_t>(),
-        .weight = w.data_ptr<scalar_t>(),
-        .K = K,
-        .rows = R,
-        .h = interp_halo(rule, K),
-        .rule = rule,
-        .residual = residual,
-        .off = reinterpret_cast<int2*>(ip),
-        .pw = ap,
-        .npts_gather = ip + 2 * int64_t(C) * R + 2 * C,
-        .npts_all = ip + 2 * int64_t(C) * R + 3 * C,
-        .halo = reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R),
-        .spt = spt,
-        .coef = ap + int64_t(C) * R,
-        .dcoef = ap + int64_t(C) * R + C * S};
-    build_interp_tables_warp_kernel<scalar_t, acc_t><<<C, 32, interp_warp_smem<acc_t>(rule, K), stream>>>(params);
-    MMO1D_CUDA_CHECK(cudaGetLastError());
+    const InterpTablesWarpParams<scalar_t, acc_t> params{.theta = angles.data_ptr<acc_t>(),
+                                                         .weight = w.data_ptr<scalar_t>(),
+                                                         .K = K,
+                                                         .rows = R,
+                                                         .h = interp_halo(rule, K),
+                                                         .rule = rule,
+                                                         .residual = residual,
+                                                         .out = out};
+    launch_on_stream(build_interp_tables_warp_kernel<scalar_t, acc_t>, C, 32, interp_warp_smem<acc_t>(rule, K), params);
   } else {
     constexpr int kThreads = 64;
-    const InterpTablesParams<scalar_t, acc_t> params{
-        .theta = angles.data_ptr<acc_t>(),
-        .weight = w.data_ptr<scalar_t>(),
-        .C = C,
-        .K = K,
-        .rows = R,
-        .rule = rule,
-        .residual = residual,
-        .off = reinterpret_cast<int2*>(ip),
-        .pw = ap,
-        .npts_gather = ip + 2 * int64_t(C) * R + 2 * C,
-        .npts_all = ip + 2 * int64_t(C) * R + 3 * C,
-        .halo = reinterpret_cast<int2*>(ip + 2 * int64_t(C) * R),
-        .spt = spt,
-        .coef = ap + int64_t(C) * R,
-        .dcoef = ap + int64_t(C) * R + C * S,
-        .raw_off = reinterpret_cast<int2*>(raw),
-        .raw_w = ap + int64_t(C) * R + 2 * C * S,
-        .raw_nz = raw + 2 * int64_t(C) * R,
-        .order = raw + 3 * int64_t(C) * R};
-    build_interp_tables_kernel<scalar_t, acc_t><<<ceil_div(C, kThreads), kThreads, 0, stream>>>(params);
-    MMO1D_CUDA_CHECK(cudaGetLastError());
+    const InterpTablesParams<scalar_t, acc_t> params{.theta = angles.data_ptr<acc_t>(),
+                                                     .weight = w.data_ptr<scalar_t>(),
+                                                     .C = C,
+                                                     .K = K,
+                                                     .rows = R,
+                                                     .rule = rule,
+                                                     .residual = residual,
+                                                     .out = out,
+                                                     .scratch = {.raw_off = reinterpret_cast<int2*>(raw),
+                                                                 .raw_w = ap + int64_t(C) * R + 2 * C * S,
+                                                                 .raw_nz = raw + 2 * int64_t(C) * R,
+                                                                 .order = raw + 3 * int64_t(C) * R}};
+    launch_on_stream(build_interp_tables_kernel<scalar_t, acc_t>, ceil_div(C, kThreads), kThreads, 0, params);
   }
   if (with_same) {
     t.same = at::empty({C}, t.ints.options());
-    interp_same_kernel<<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(
-        t.off(), t.npts_gather(), t.npts_all(), C, R, t.same.template data_ptr<int>());
-    MMO1D_CUDA_CHECK(cudaGetLastError());
+    launch_on_stream(interp_same_kernel, ceil_div(C, 128), 128, 0, t.off(), t.npts_gather(), t.npts_all(), C, R,
+                     t.same.template data_ptr<int>());
   }
   return t;
 }

@@ -155,6 +155,8 @@ struct InterpUnion {
   const float* w() const { return weights.data_ptr<float>(); }
   // The row of each point of tables t in the united rows (with_map).
   at::Tensor map() const { return ints.narrow(0, 2 * C * R + 2 * C, C * R).view({C, R}); }
+  // As the point kernels read them, with the halos of the tables they unite.
+  PointTableView<float> view(const int2* halo) const { return PointTableView<float>{off(), w(), npts(), halo, same()}; }
 };
 
 // The block-shared lists of the first npts[c] points of tables t, for blocks of CB channels;
@@ -182,9 +184,7 @@ InterpUnion unite_interp_blocks(const InterpTables<float>& t, const int* npts, i
       .unpts = ip + 2 * t.C * t.R,
       .usame = ip + 2 * t.C * t.R + t.C,
       .umap = with_map ? ip + 2 * t.C * t.R + 2 * t.C : nullptr};
-  interp_block_union_kernel<CB>
-      <<<ceil_div(t.C, int64_t(CB)), kUnionThreads, 0, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  launch_on_stream(interp_block_union_kernel<CB>, ceil_div(t.C, int64_t(CB)), kUnionThreads, 0, params);
   return u;
 }
 

@@ -110,5 +110,20 @@ inline dim3 grid_of(const LaunchShape& s) {
   return dim3(static_cast<unsigned>(s.grid_x), static_cast<unsigned>(s.grid_y));
 }
 
+// Launches `kernel` on the current stream and checks that the launch was accepted.
+template <typename Kernel, typename... KernelArgs>
+void launch_on_stream(Kernel kernel, dim3 grid, int threads, size_t smem, const KernelArgs&... args) {
+  kernel<<<grid, threads, smem, at::cuda::getCurrentCUDAStream()>>>(args...);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+}
+
+// A planned launch: prepare_launch(kernel, s, what), then `kernel` with s's grid, block and dynamic
+// shared memory.
+template <typename Kernel, typename... KernelArgs>
+void launch_planned(Kernel kernel, const LaunchShape& s, const char* what, const KernelArgs&... args) {
+  prepare_launch(kernel, s, what);
+  launch_on_stream(kernel, grid_of(s), s.threads, static_cast<size_t>(s.smem), args...);
+}
+
 }  // namespace cuda
 }  // namespace mmo1d

@@ -3,6 +3,7 @@
 // is seen), the merged weights by one small kernel per call (one thread per table entry and point).
 #include <ATen/cuda/CUDAContext.h>
 
+#include "launch.cuh"
 #include "table_cache.cuh"
 #include "tables.cuh"
 
@@ -18,11 +19,15 @@ at::Tensor merged_weights(const int* tap_map, const at::Tensor& weight, int entr
   const int C = static_cast<int>(weight.size(0)), K = static_cast<int>(weight.size(1));
   at::Tensor pw = at::empty({int64_t(entries) * K}, weight.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
   const at::Tensor w = weight.contiguous();
-  merge_weights_kernel<scalar_t, acc_t><<<ceil_div(int64_t(entries) * K, 256), 256, 0,
-                                          at::cuda::getCurrentCUDAStream()>>>(
-      tap_map, w.data_ptr<scalar_t>(), C, K, entries, residual, pw.data_ptr<acc_t>());
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  launch_on_stream(merge_weights_kernel<scalar_t, acc_t>, ceil_div(int64_t(entries) * K, 256), 256, 0, tap_map,
+                   w.data_ptr<scalar_t>(), C, K, entries, residual, pw.data_ptr<acc_t>());
   return pw;
+}
+
+// What the structure builders read: theta's angles and the taps' offsets at this sign and classes, no
+// weights (merged_weights adds them at each call).
+TapTableSpec<float> structure_spec(const at::Tensor& th, int channels, int K, TapMode mode, int sign, int classes) {
+  return TapTableSpec<float>{th.data_ptr<float>(), nullptr, channels, K, mode, false, sign, classes};
 }
 
 // Layout of TablesT::ints for C entries of K taps: off (C*K*2) | halo (C*2) | npts (C) | tap_pt (C*K) |
@@ -32,22 +37,14 @@ at::Tensor build_point_structure(const at::Tensor& th, int channels, int K, TapM
   at::Tensor ints = at::empty({int64_t(C) * K * 3 + int64_t(C) * 4}, th.options().dtype(at::kInt));
   int* p = ints.data_ptr<int>();
   int* npts = p + 2 * int64_t(C) * K + 2 * C;
-  const BuildTablesParams<float, float> params{
-      .theta = th.data_ptr<float>(),
-      .weight = nullptr,
-      .C = channels,
-      .K = K,
-      .mode = mode,
-      .residual = false,
-      .classes = classes,
-      .off = reinterpret_cast<int2*>(p),
-      .pw = nullptr,
-      .npts = npts,
-      .tap_pt = npts + C,
-      .halo = reinterpret_cast<int2*>(p + 2 * int64_t(C) * K),
-      .same = p + 3 * int64_t(C) * K + 3 * C};
-  build_tables_kernel<float, float><<<ceil_div(C, 128), 128, 0, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const BuildTablesParams<float, float> params{.spec = structure_spec(th, channels, K, mode, 1, classes),
+                                               .off = reinterpret_cast<int2*>(p),
+                                               .pw = nullptr,
+                                               .npts = npts,
+                                               .tap_pt = npts + C,
+                                               .halo = reinterpret_cast<int2*>(p + 2 * int64_t(C) * K),
+                                               .same = p + 3 * int64_t(C) * K + 3 * C};
+  launch_on_stream(build_tables_kernel<float, float>, ceil_div(C, 128), 128, 0, params);
   return ints;
 }
 
@@ -66,24 +63,14 @@ at::Tensor build_segment_structure(const at::Tensor& th, int channels, int K, Ta
   const int threads = 32;
   const int64_t scratch = int64_t(threads) * K * (sizeof(float) + sizeof(int));
   const int scratch_bytes = scratch <= 32 * 1024 ? static_cast<int>(scratch) : 0;
-  const BuildSegmentsParams<float> params{
-      .theta = th.data_ptr<float>(),
-      .weight = nullptr,
-      .C = channels,
-      .K = K,
-      .mode = mode,
-      .residual = false,
-      .sign = sign,
-      .classes = classes,
-      .info = reinterpret_cast<SegInfo*>(p),
-      .segs = reinterpret_cast<int4*>(p + head),
-      .segw = scratch_w.data_ptr<float>(),
-      .halo = reinterpret_cast<int2*>(p + 4 * int64_t(C)),
-      .tap_sp = p + head + 4 * int64_t(C) * K,
-      .scratch_bytes = scratch_bytes};
-  build_segments_kernel<float>
-      <<<ceil_div(C, threads), threads, scratch_bytes, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const BuildSegmentsParams<float> params{.spec = structure_spec(th, channels, K, mode, sign, classes),
+                                          .info = reinterpret_cast<SegInfo*>(p),
+                                          .segs = reinterpret_cast<int4*>(p + head),
+                                          .segw = scratch_w.data_ptr<float>(),
+                                          .halo = reinterpret_cast<int2*>(p + 4 * int64_t(C)),
+                                          .tap_sp = p + head + 4 * int64_t(C) * K,
+                                          .scratch_bytes = scratch_bytes};
+  launch_on_stream(build_segments_kernel<float>, ceil_div(C, threads), threads, scratch_bytes, params);
   return ints;
 }
 

@@ -51,16 +51,61 @@ __device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
   return u;
 }
 
-// The arguments of build_tables_kernel, built by its launcher.
-template <typename scalar_t, typename acc_t>
-struct BuildTablesParams {
+// What the builders of the rounded taps' tables read: the angles (float) of C channels of K taps,
+// the rounding, the sign of the offsets, the parity classes (1, or 4: entry cls * C + c holds the
+// taps of channel c whose offsets have parities (cls >> 1, cls & 1), at halved offsets), and the
+// (C, K) weight merged as the taps are walked (null: none; residual: + 1 at the centre tap).
+template <typename scalar_t>
+struct TapTableSpec {
   const float* theta;
   const scalar_t* weight;
-  int C;
-  int K;
+  int C, K;
   TapMode mode;
   bool residual;
-  int classes;
+  int sign, classes;
+};
+
+// A builder thread's entry idx = cls * C + c (one thread per entry): its channel and class (-1
+// without classes), the sine and cosine of the channel's angle, and whether the channel has the
+// previous one's offsets.
+struct TapTableEntry {
+  int idx, c, cls;
+  float s, co;
+  bool same;
+};
+
+// The calling thread's entry; false for threads past the last entry.
+template <typename scalar_t>
+__device__ __forceinline__ bool tap_table_entry(const TapTableSpec<scalar_t>& spec, TapTableEntry* e) {
+  e->idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e->idx >= spec.C * spec.classes) return false;
+  e->c = e->idx % spec.C;
+  e->cls = spec.classes == 4 ? e->idx / spec.C : -1;
+  e->same = same_offsets_as_prev(spec.theta, e->c, spec.K, spec.mode);
+  angle_sincos(spec.theta[e->c], &e->s, &e->co);
+  return true;
+}
+
+// Tap t's offset in entry e's coordinates (halved in a class, times the sign); false: the tap
+// belongs to another class.
+template <typename scalar_t>
+__device__ __forceinline__ bool entry_tap_offset(const TapTableSpec<scalar_t>& spec, const TapTableEntry& e, int t,
+                                                 int* dh, int* dw) {
+  tap_offset(t, spec.K, e.s, e.co, spec.mode, dh, dw);
+  if (e.cls >= 0) {
+    if ((*dh & 1) != (e.cls >> 1) || (*dw & 1) != (e.cls & 1)) return false;
+    *dh >>= 1;  // floor(dh / 2)
+    *dw >>= 1;
+  }
+  *dh *= spec.sign;
+  *dw *= spec.sign;
+  return true;
+}
+
+// The arguments of build_tables_kernel, built by its launcher (spec.sign is 1).
+template <typename scalar_t, typename acc_t>
+struct BuildTablesParams {
+  TapTableSpec<scalar_t> spec;
   int2* off;
   acc_t* pw;
   int* npts;
@@ -71,39 +116,23 @@ struct BuildTablesParams {
 
 template <typename scalar_t, typename acc_t>
 __global__ void build_tables_kernel(const BuildTablesParams<scalar_t, acc_t> params) {
-  const float* __restrict__ theta = params.theta;
-  const scalar_t* __restrict__ weight = params.weight;
-  int C = params.C;
-  int K = params.K;
-  TapMode mode = params.mode;
-  bool residual = params.residual;
-  int classes = params.classes;
+  const TapTableSpec<scalar_t>& spec = params.spec;
   int2* __restrict__ off = params.off;
   acc_t* __restrict__ pw = params.pw;
-  int* __restrict__ npts = params.npts;
   int* __restrict__ tap_pt = params.tap_pt;
-  int2* __restrict__ halo = params.halo;
-  int* __restrict__ same = params.same;
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= C * classes) return;
-  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
-  same[idx] = same_offsets_as_prev(theta, c, K, mode);
-  float s, co;
-  angle_sincos(theta[c], &s, &co);
+  TapTableEntry e;
+  if (!tap_table_entry(spec, &e)) return;
+  const int K = spec.K, idx = e.idx;
+  params.same[idx] = e.same;
   int n = -1, ph = 0, pwid = 0, prev_dh = INT_MIN, prev_dw = INT_MIN;
-  const int64_t wbase = static_cast<int64_t>(c) * K, base = static_cast<int64_t>(idx) * K;
+  const int64_t wbase = static_cast<int64_t>(e.c) * K, base = static_cast<int64_t>(idx) * K;
   // A point's weight is summed in a register (its taps are consecutive) and stored once.
   acc_t wsum = acc_t(0);
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    tap_offset(t, K, s, co, mode, &dh, &dw);
-    if (cls >= 0) {
-      if ((dh & 1) != (cls >> 1) || (dw & 1) != (cls & 1)) {
-        tap_pt[base + t] = -1;
-        continue;
-      }
-      dh >>= 1;
-      dw >>= 1;
+    if (!entry_tap_offset(spec, e, t, &dh, &dw)) {
+      tap_pt[base + t] = -1;
+      continue;
     }
     if (dh != prev_dh || dw != prev_dw) {
       if (n >= 0 && pw != nullptr) pw[base + n] = wsum;
@@ -115,7 +144,9 @@ __global__ void build_tables_kernel(const BuildTablesParams<scalar_t, acc_t> par
       ph = max(ph, abs(dh));
       pwid = max(pwid, abs(dw));
     }
-    if (pw != nullptr) wsum += static_cast<acc_t>(weight[wbase + t]) + ((residual && t == K / 2) ? acc_t(1) : acc_t(0));
+    if (pw != nullptr) {
+      wsum += static_cast<acc_t>(spec.weight[wbase + t]) + ((spec.residual && t == K / 2) ? acc_t(1) : acc_t(0));
+    }
     tap_pt[base + t] = n;
   }
   if (pw != nullptr && n >= 0) pw[base + n] = wsum;
@@ -124,9 +155,21 @@ __global__ void build_tables_kernel(const BuildTablesParams<scalar_t, acc_t> par
     off[base + j] = make_int2(0, 0);
     if (pw != nullptr) pw[base + j] = acc_t(0);
   }
-  npts[idx] = n + 1;
-  halo[idx] = make_int2(ph, pwid);
+  params.npts[idx] = n + 1;
+  params.halo[idx] = make_int2(ph, pwid);
 }
+
+// Point tables as the kernels read them (TablesT's layout; or the interpolated taps' tables and
+// block unions): per entry its points' offsets and merged weights (w null: the kernel reads none),
+// point count, halo and same-as-previous flag (same: TablesT::same; null where not read).
+template <typename acc_t>
+struct PointTableView {
+  const int2* off;
+  const acc_t* w;
+  const int* npts;
+  const int2* halo;
+  const int* same;
+};
 
 template <typename acc_t>
 struct TablesT {
@@ -139,6 +182,7 @@ struct TablesT {
   const int* tap_pt() const { return npts() + C; }
   const int* same() const { return tap_pt() + int64_t(C) * K; }  // offsets as the previous channel's
   const acc_t* w() const { return weights.defined() ? weights.data_ptr<acc_t>() : nullptr; }
+  PointTableView<acc_t> view() const { return PointTableView<acc_t>{off(), w(), npts(), halo(), same()}; }
 };
 
 struct SegInfo {
@@ -148,6 +192,34 @@ struct SegInfo {
   int same;  // the taps' offsets are those of the previous channel (same segments)
 };
 
+// Segment tables as the kernels read them (SegTables' layout; or the interpolated taps'
+// InterpSegments with their tables' halos): per entry its SegInfo and halo, and its row of segments
+// and of merged weights (segw null: the kernel takes its weights elsewhere, or needs none).
+struct SegTableView {
+  const SegInfo* info;
+  const int4* segs;
+  const float* segw;
+  const int2* halo;
+};
+
+// A segment {dh0, dw0, L, first weight slot} as the kernels stage it: {offset of its first point in
+// a staged tile of this row pitch, L, first weight slot, 0}.
+__device__ __forceinline__ int4 staged_segment(int4 seg, int pitch) {
+  return make_int4(seg.x * pitch + seg.y, seg.z, seg.w, 0);
+}
+
+// The nseg segments of one channel's row into shared memory (the NCHW kernels: a channel per block).
+__device__ __forceinline__ void stage_channel_segments(int4* __restrict__ seg_smem, const int4* __restrict__ segs,
+                                                       int nseg, int pitch) {
+  for (int s = threadIdx.x; s < nseg; s += blockDim.x) seg_smem[s] = staged_segment(segs[s], pitch);
+}
+
+// The merged weights of one channel's npts points into shared memory.
+__device__ __forceinline__ void stage_channel_weights(float* __restrict__ w_smem, const float* __restrict__ segw,
+                                                      int npts) {
+  for (int j = threadIdx.x; j < npts; j += blockDim.x) w_smem[j] = segw[j];
+}
+
 __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
   *ui = mode == 0 ? 0 : 1;
   *uj = mode == 1 ? 0 : (mode == 3 ? -1 : 1);
@@ -156,14 +228,7 @@ __host__ __device__ __forceinline__ void mode_step(int mode, int* ui, int* uj) {
 // The arguments of build_segments_kernel, built by its launcher.
 template <typename scalar_t>
 struct BuildSegmentsParams {
-  const float* theta;
-  const scalar_t* weight;
-  int C;
-  int K;
-  TapMode mode;
-  bool residual;
-  int sign;
-  int classes;
+  TapTableSpec<scalar_t> spec;
   SegInfo* info;
   int4* segs;
   float* segw;
@@ -180,54 +245,28 @@ struct BuildSegmentsParams {
 // the other taps map to slot -1.
 template <typename scalar_t>
 __global__ void build_segments_kernel(const BuildSegmentsParams<scalar_t> params) {
-  const float* __restrict__ theta = params.theta;
-  const scalar_t* __restrict__ weight = params.weight;
-  int C = params.C;
-  int K = params.K;
-  TapMode mode = params.mode;
-  bool residual = params.residual;
-  int sign = params.sign;
-  int classes = params.classes;
-  SegInfo* __restrict__ info = params.info;
+  const TapTableSpec<scalar_t>& spec = params.spec;
   int4* __restrict__ segs = params.segs;
-  float* __restrict__ segw = params.segw;
-  int2* __restrict__ halo = params.halo;
-  int* __restrict__ tap_sp = params.tap_sp;
-  int scratch_bytes = params.scratch_bytes;
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= C * classes) return;
-  const int c = idx % C, cls = classes == 4 ? idx / C : -1;
-  const bool same = same_offsets_as_prev(theta, c, K, mode);
-  float s, co;
-  angle_sincos(theta[c], &s, &co);
-  const int64_t wbase = static_cast<int64_t>(c) * K;   // weight row
-  const int64_t base = static_cast<int64_t>(idx) * K;  // table rows
-  // The tap's offset in this entry's coordinates; false: the tap belongs to another class.
-  auto offset = [&](int t, int* dh, int* dw) {
-    tap_offset(t, K, s, co, mode, dh, dw);
-    if (cls >= 0) {
-      if ((*dh & 1) != (cls >> 1) || (*dw & 1) != (cls & 1)) return false;
-      *dh >>= 1;  // floor(dh / 2)
-      *dw >>= 1;
-    }
-    *dh *= sign;
-    *dw *= sign;
-    return true;
-  };
+  TapTableEntry e;
+  if (!tap_table_entry(spec, &e)) return;
+  const int K = spec.K;
+  const int64_t wbase = static_cast<int64_t>(e.c) * K;   // weight row
+  const int64_t base = static_cast<int64_t>(e.idx) * K;  // table rows
   // Weights and tap -> slot map are built in this thread's shared-memory scratch when the launch
   // gave one (K floats + K ints per thread), then copied out: pass 2 reads back and reverses them.
   extern __shared__ __align__(16) unsigned char scratch[];
-  const bool in_smem = scratch_bytes > 0;
-  float* w = in_smem ? reinterpret_cast<float*>(scratch) + int64_t(threadIdx.x) * K : segw + base;
-  int* tsp = in_smem ? reinterpret_cast<int*>(scratch + sizeof(float) * K * blockDim.x) + int64_t(threadIdx.x) * K
-                     : tap_sp + base;
+  const bool in_smem = params.scratch_bytes > 0;
+  float* scratch_w = reinterpret_cast<float*>(scratch);
+  int* scratch_tsp = reinterpret_cast<int*>(scratch + sizeof(float) * K * blockDim.x);
+  float* __restrict__ w = in_smem ? scratch_w + int64_t(threadIdx.x) * K : params.segw + base;
+  int* __restrict__ tsp = in_smem ? scratch_tsp + int64_t(threadIdx.x) * K : params.tap_sp + base;
   // Pass 1: number of distinct points, halo and, for each axis, the number of runs.
   int np = 0, ph = 0, pwid = 0;
   int runs[4] = {0, 0, 0, 0}, dir[4] = {0, 0, 0, 0};
   int prev_h = INT_MIN, prev_w = INT_MIN;
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    if (!offset(t, &dh, &dw)) continue;
+    if (!entry_tap_offset(spec, e, t, &dh, &dw)) continue;
     if (dh == prev_h && dw == prev_w) continue;
     ph = max(ph, abs(dh));
     pwid = max(pwid, abs(dw));
@@ -248,7 +287,7 @@ __global__ void build_segments_kernel(const BuildSegmentsParams<scalar_t> params
     prev_w = dw;
     ++np;
   }
-  int axis = 0;  // the axis of the fewest runs (SegInfo::mode; `mode` is the tap rule's)
+  int axis = 0;  // the axis of the fewest runs (SegInfo::mode; spec.mode is the tap rule's)
 #pragma unroll
   for (int m = 1; m < 4; ++m) {
     if (runs[m] < runs[axis]) axis = m;
@@ -286,12 +325,13 @@ __global__ void build_segments_kernel(const BuildSegmentsParams<scalar_t> params
   const int centre = K / 2;
   for (int t = 0; t < K; ++t) {
     int dh, dw;
-    if (!offset(t, &dh, &dw)) {
+    if (!entry_tap_offset(spec, e, t, &dh, &dw)) {
       tsp[t] = -1;
       continue;
     }
-    float wt = weight != nullptr ? static_cast<float>(weight[wbase + t]) + ((residual && t == centre) ? 1.0f : 0.0f)
-                                 : 0.0f;
+    float wt = spec.weight != nullptr
+                   ? static_cast<float>(spec.weight[wbase + t]) + ((spec.residual && t == centre) ? 1.0f : 0.0f)
+                   : 0.0f;
     if (dh == prev_h && dw == prev_w) {
       w[nw - 1] += wt;
       tsp[t] = nw - 1;
@@ -316,11 +356,11 @@ __global__ void build_segments_kernel(const BuildSegmentsParams<scalar_t> params
   }
   close_run(K);
   if (in_smem) {
-    for (int k = 0; k < nw; ++k) segw[base + k] = w[k];
-    for (int t = 0; t < K; ++t) tap_sp[base + t] = tsp[t];
+    for (int k = 0; k < nw; ++k) params.segw[base + k] = w[k];
+    for (int t = 0; t < K; ++t) params.tap_sp[base + t] = tsp[t];
   }
-  info[idx] = SegInfo{axis, nseg, np, same};
-  halo[idx] = make_int2(ph, pwid);
+  params.info[e.idx] = SegInfo{axis, nseg, np, e.same};
+  params.halo[e.idx] = make_int2(ph, pwid);
 }
 
 // The merged weights of tables whose structure was built without them (weight == nullptr above, or
@@ -354,6 +394,7 @@ struct SegTables {
   const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + head); }
   const float* w() const { return weights.defined() ? weights.data_ptr<float>() : nullptr; }
   const int* tap_sp() const { return ints.data_ptr<int>() + head + 4 * int64_t(C) * K; }
+  SegTableView view() const { return SegTableView{info(), segs(), w(), halo()}; }
 };
 
 // Host builders (tables.cu; instantiated for double/double, float/float, Half/float, BFloat16/float).

@@ -37,6 +37,19 @@ inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc)
   return extent(g.TH, g.a, g.P) * extent(g.TW, g.a, g.P) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
 }
 
+// Halves the longer side of a TH x TW tile (TH on a tie) until bytes(TH, TW) is within `soft` (no
+// side halved below min_side for it) and within `hard` (down to a single output).
+template <typename Bytes>
+void halve_to_budget(int* TH, int* TW, int64_t soft, int64_t hard, int min_side, Bytes bytes) {
+  while ((bytes(*TH, *TW) > soft && (*TH > min_side || *TW > min_side)) ||
+         (bytes(*TH, *TW) > hard && (*TH > 1 || *TW > 1))) {
+    if (*TH >= *TW)
+      *TH = (*TH + 1) / 2;
+    else
+      *TW = (*TW + 1) / 2;
+  }
+}
+
 // Picks the output tile so that the worst-case (halo P) shared-memory tile stays within a soft
 // budget that leaves room for several blocks per multiprocessor, or at least within `hard` (fixed
 // bytes included). Returns false when not even a single output fits.
@@ -57,13 +70,7 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
     TW = std::min(g.Wo, kNchwMaxTile);
   }
   auto bytes = [&](int th, int tw) { return extent(th, g.a, P) * extent(tw, g.a, P) * per_elem; };
-  while ((bytes(TH, TW) > soft && (TH > kGeneralMinTile || TW > kGeneralMinTile)) ||
-         (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
-    if (TH >= TW)
-      TH = (TH + 1) / 2;
-    else
-      TW = (TW + 1) / 2;
-  }
+  halve_to_budget(&TH, &TW, soft, hard, kGeneralMinTile, bytes);
   g.TH = TH;
   g.TW = TW;
   g.tiles_w = ceil_div(g.Wo, TW);
@@ -129,13 +136,7 @@ bool choose_fast_tile(FastGeometry& g, int start, int64_t fixed, int64_t soft, i
   auto bytes = [&](int th, int tw) {
     return max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(th, tw, ph, pw); });
   };
-  while ((bytes(TH, TW) > soft && (TH > kFastMinTile || TW > kFastMinTile)) ||
-         (bytes(TH, TW) > hard && (TH > 1 || TW > 1))) {
-    if (TH >= TW)
-      TH = (TH + 1) / 2;
-    else
-      TW = (TW + 1) / 2;
-  }
+  halve_to_budget(&TH, &TW, soft, hard, kFastMinTile, bytes);
   set_even_tiles(g, TH, TW);
   return bytes(g.TH, g.TW) <= hard;
 }
@@ -151,9 +152,9 @@ inline int64_t seg_fixed_bytes(int K) {
 
 // The NCHW fast path's largest task count of a tile (over the four axes, seg_ntasks).
 inline int64_t seg_max_tasks(const FastGeometry& g) {
-  const int R = kSegR;
-  const int rb = ceil_div(g.TH, R);
-  return std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, R), int64_t(g.TW + R - 1) * rb});
+  const int OUTPUTS = kSegR;
+  const int rb = ceil_div(g.TH, OUTPUTS);
+  return std::max<int64_t>({int64_t(g.TH) * ceil_div(g.TW, OUTPUTS), int64_t(g.TW + OUTPUTS - 1) * rb});
 }
 
 // Threads for the NCHW fast path: enough for the largest task count of a tile, in as few rounds of
@@ -192,15 +193,15 @@ inline int vec_variant(const FastGeometry& g) {
   return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
 }
 
-// Channels_last window path: a single line at any angle over the whole tile, and R x R outputs
-// with the largest halo on both axes (the smallest sub-tile of blocks whose channels have different
-// angles); halos of a line of halo_k taps.
+// Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS
+// outputs with the largest halo on both axes (the smallest sub-tile of blocks whose channels have
+// different angles); halos of a line of halo_k taps.
 template <typename scalar_t>
 int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
-  constexpr int R = WinTraits<scalar_t>::kR;
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
-  return std::max(bytes(seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw)),
-                  bytes(seg_tile_rows<R>(R, halo_k / 2), seg_tile_cols<R>(R, halo_k / 2)));
+  return std::max(bytes(seg_tile_rows<OUTPUTS>(th, ph), seg_tile_cols<OUTPUTS>(tw, pw)),
+                  bytes(seg_tile_rows<OUTPUTS>(OUTPUTS, halo_k / 2), seg_tile_cols<OUTPUTS>(OUTPUTS, halo_k / 2)));
 }
 
 // The window gather's tables: the segments of each of the CB channels (one_list: of one channel)
@@ -239,23 +240,24 @@ inline int class_halo_k(int K) {
 // the largest halved halo on both axes (a block's channels may have different angles).
 template <typename scalar_t>
 int64_t s2_tile_bytes(int th, int tw, int K) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  constexpr int CB = VecTraits<scalar_t>::kCB, OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const int h = class_halo_k(K) / 2;
   return int64_t(align16(sizeof(float) * th * tw * CB)) +
-         int64_t(seg_tile_rows<R>(th, h)) * (seg_tile_cols<R>(tw, h) | 1) * 32;
+         int64_t(seg_tile_rows<OUTPUTS>(th, h)) * (seg_tile_cols<OUTPUTS>(tw, h) | 1) * 32;
 }
 
-// Its output tile (g: the output plane): up to kS2StartTile a side, halved down to R x R while
-// over the budget; false when not even R x R outputs fit in `hard` (fixed bytes included).
+// Its output tile (g: the output plane): up to kS2StartTile a side, halved down to
+// OUTPUTS x OUTPUTS while over the budget; false when not even OUTPUTS x OUTPUTS outputs fit in
+// `hard` (fixed bytes included).
 template <typename scalar_t>
 bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard) {
-  constexpr int R = WinTraits<scalar_t>::kR;
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   int TH = std::min(g.H, kS2StartTile), TW = std::min(g.W, kS2StartTile);
-  while (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > kS2Budget && (TH > R || TW > R)) {
+  while (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > kS2Budget && (TH > OUTPUTS || TW > OUTPUTS)) {
     if (TH >= TW)
-      TH = std::max(R, TH / 2);
+      TH = std::max(OUTPUTS, TH / 2);
     else
-      TW = std::max(R, TW / 2);
+      TW = std::max(OUTPUTS, TW / 2);
   }
   if (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > hard) return false;
   set_even_tiles(g, TH, TW);

@@ -9,18 +9,16 @@
 namespace mmo1d {
 namespace cuda {
 
-// The arguments of wgrad_reduce_kernel, built by its launcher.
+// The arguments of wgrad_reduce_kernel, built by its launcher: entries of classes x C channels of K
+// taps, `parts` partial sums each.
 template <typename scalar_t, typename acc_t>
 struct WgradReduceParams {
-  const acc_t* partial;
-  const int* tap_pt;
-  scalar_t* dw;
-  int C;
-  int K;
-  int parts;
-  int classes;
-  const float* bpartial;
-  scalar_t* db;
+  int C, K, parts, classes;
+  const acc_t* partial;   // (classes x C, parts, K)
+  const int* tap_pt;      // (classes x C, K): each tap's point in its class, -1 in the others
+  scalar_t* dw;           // (C, K)
+  const float* bpartial;  // (C, parts) the bias gradient's partial sums, or null
+  scalar_t* db;           // (C)
 };
 
 // dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order. With parity classes
@@ -28,13 +26,10 @@ struct WgradReduceParams {
 // bpartial (C x parts bias-gradient partial sums), threads C * K + c also write db[c].
 template <typename scalar_t, typename acc_t>
 __global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> params) {
+  const int C = params.C, K = params.K, parts = params.parts, classes = params.classes;
   const acc_t* __restrict__ partial = params.partial;
   const int* __restrict__ tap_pt = params.tap_pt;
   scalar_t* __restrict__ dw = params.dw;
-  int C = params.C;
-  int K = params.K;
-  int parts = params.parts;
-  int classes = params.classes;
   const float* __restrict__ bpartial = params.bpartial;
   scalar_t* __restrict__ db = params.db;
   const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -68,19 +63,16 @@ void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tenso
   auto kernel = wgrad_reduce_kernel<scalar_t, acc_t>;
   const bool with_bias = bpartial != nullptr && db != nullptr;
   const LaunchShape s{ceil_div(int64_t(C) * K + (with_bias ? C : 0), 256), 1, 256, 0};
-  prepare_launch(kernel, s, "weight-gradient reduction");
-  const WgradReduceParams<scalar_t, acc_t> params{
-      .partial = partial.data_ptr<acc_t>(),
-      .tap_pt = tap_pt,
-      .dw = dw.data_ptr<scalar_t>(),
-      .C = C,
-      .K = K,
-      .parts = parts,
-      .classes = classes,
-      .bpartial = with_bias ? bpartial->data_ptr<float>() : nullptr,
-      .db = with_bias ? db->data_ptr<scalar_t>() : nullptr};
-  kernel<<<grid_of(s), s.threads, 0, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const WgradReduceParams<scalar_t, acc_t> params{.C = C,
+                                                  .K = K,
+                                                  .parts = parts,
+                                                  .classes = classes,
+                                                  .partial = partial.data_ptr<acc_t>(),
+                                                  .tap_pt = tap_pt,
+                                                  .dw = dw.data_ptr<scalar_t>(),
+                                                  .bpartial = with_bias ? bpartial->data_ptr<float>() : nullptr,
+                                                  .db = with_bias ? db->data_ptr<scalar_t>() : nullptr};
+  launch_planned(kernel, s, "weight-gradient reduction", params);
 }
 
 }  // namespace cuda

@@ -34,7 +34,7 @@ void run_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const 
     return;
   }
   const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, residual, true);
-  launch_gather<scalar_t, acc_t>(plan, src, out, bias, t.off(), t.w(), t.npts(), t.halo());
+  launch_gather<scalar_t, acc_t>(plan, src, out, bias, t.view());
 }
 
 // dw = sum over images and pixels of dy * x at each tap (two deterministic passes).
@@ -49,7 +49,7 @@ void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::
     return;
   }
   const auto t = build_tables<scalar_t, acc_t>(theta, weight, rule, false, false);
-  const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, x, dy, t.off(), t.npts(), t.halo());
+  const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, x, dy, t.view());
   launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, plan.gg.C, plan.gg.K, plan.parts, 1);
 }
 
@@ -104,65 +104,41 @@ bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan
 }
 
 template <typename scalar_t, typename acc_t>
-void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const int2* off,
-                   const acc_t* w, const int* npts, const int2* halo) {
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  const LaunchShape& s = plan.launch;
-  if (plan.variant == 1) {
-    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
-    prepare_launch(kernel, s, "general channels_last gather");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w,
-                                                      npts, halo, plan.gg);
-  } else {
-    auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
-    prepare_launch(kernel, s, "general NCHW gather");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias, off, w,
-                                                      npts, halo, plan.gg);
-  }
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                   const PointTableView<acc_t>& tables) {
+  const bool nhwc = plan.variant == 1;
+  launch_planned(nhwc ? gather_nhwc_kernel<scalar_t, acc_t> : gather_nchw_kernel<scalar_t, acc_t>, plan.launch,
+                 nhwc ? "general channels_last gather" : "general NCHW gather", src.data_ptr<scalar_t>(),
+                 out.data_ptr<scalar_t>(), bias, tables.off, tables.w, tables.npts, tables.halo, plan.gg);
 }
 
 template <typename scalar_t, typename acc_t>
-at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
-                                 const int* npts, const int2* halo) {
-  const auto stream = at::cuda::getCurrentCUDAStream();
+at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                 const PointTableView<acc_t>& tables) {
   const GatherGeometry& g = plan.gg;
-  const LaunchShape& s = plan.launch;
   at::Tensor partial =
       at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
   const GeneralWgradParams<scalar_t, acc_t> params{.x = x.data_ptr<scalar_t>(),
-                                                  .dy = dy.data_ptr<scalar_t>(),
-                                                  .toff = off,
-                                                  .tnpts = npts,
-                                                  .thalo = halo,
-                                                  .partial = partial.data_ptr<acc_t>(),
-                                                  .g = g,
-                                                  .N = static_cast<int>(x.size(0)),
-                                                  .chunk = plan.chunk};
-  if (plan.variant == 1) {
-    auto kernel = wgrad_nhwc_kernel<scalar_t, acc_t>;
-    prepare_launch(kernel, s, "general channels_last weight-gradient");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(params);
-  } else {
-    auto kernel = wgrad_nchw_kernel<scalar_t, acc_t>;
-    prepare_launch(kernel, s, "general NCHW weight-gradient");
-    kernel<<<grid_of(s), s.threads, s.smem, stream>>>(params);
-  }
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+                                                   .dy = dy.data_ptr<scalar_t>(),
+                                                   .tables = tables,
+                                                   .partial = partial.data_ptr<acc_t>(),
+                                                   .g = g,
+                                                   .N = static_cast<int>(x.size(0)),
+                                                   .chunk = plan.chunk};
+  const bool nhwc = plan.variant == 1;
+  launch_planned(nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>, plan.launch,
+                 nhwc ? "general channels_last weight-gradient" : "general NCHW weight-gradient", params);
   return partial;
 }
 
-#define MMO1D_INSTANTIATE_GENERAL(T)                                                                                   \
-  template bool plan_gather_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                    \
-  template bool plan_wgrad_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                     \
-  template void launch_gather<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, at::Tensor&, const T*,            \
-                                                     const int2*, const at::opmath_type<T>*, const int*, const int2*); \
-  template at::Tensor launch_wgrad_partials<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, const at::Tensor&,  \
-                                                                   const int2*, const int*, const int2*);
-MMO1D_INSTANTIATE_GENERAL(double)
-MMO1D_INSTANTIATE_GENERAL(float)
-MMO1D_INSTANTIATE_GENERAL(c10::Half)
-MMO1D_INSTANTIATE_GENERAL(c10::BFloat16)
+#define MMO1D_INSTANTIATE_GENERAL(T)                                                                                  \
+  template bool plan_gather_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                   \
+  template bool plan_wgrad_layout<T>(const Problem&, GatherGeometry, bool, Plan*);                                    \
+  template void launch_gather<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, at::Tensor&, const T*,           \
+                                                     const PointTableView<at::opmath_type<T>>&);                      \
+  template at::Tensor launch_wgrad_partials<T, at::opmath_type<T>>(const Plan&, const at::Tensor&, const at::Tensor&, \
+                                                                   const PointTableView<at::opmath_type<T>>&);
+MMO1D_FOR_EACH_DTYPE(MMO1D_INSTANTIATE_GENERAL)
 #undef MMO1D_INSTANTIATE_GENERAL
 
 // Every call. Channels_last tensors use the channels_last kernels unless even their smallest tile

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "../common/tables.cuh"
 #include "../plan.cuh"
 
 namespace mmo1d {
@@ -22,16 +23,17 @@ bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* pla
 template <typename scalar_t>
 bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan);
 
-// The gather of a plan: out = sum_j w_j * src at offset sign * off_j (+ bias).
+// The gather of a plan: out = sum_j w_j * src at offset sign * off_j (+ bias), over the tables'
+// first npts points of each channel.
 template <typename scalar_t, typename acc_t>
-void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, const int2* off,
-                   const acc_t* w, const int* npts, const int2* halo);
+void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
+                   const PointTableView<acc_t>& tables);
 
 // The weight-gradient partial sums of a plan: (C, plan.parts, rows) values of acc_t, the sums over
 // parts of the images and pixels of dy * x at each point.
 template <typename scalar_t, typename acc_t>
-at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
-                                 const int* npts, const int2* halo);
+at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                 const PointTableView<acc_t>& tables);
 
 }  // namespace cuda
 }  // namespace mmo1d

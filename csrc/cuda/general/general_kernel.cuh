@@ -26,26 +26,35 @@ __device__ __forceinline__ acc_t source_value(const scalar_t* __restrict__ src, 
 // that enough loads are in flight to cover the memory latency.
 constexpr int kLoadBatch = 8;
 
+// A thread's elements threadIdx.x + k * blockDim.x of [0, total), N at a time: load(b, e) for the N
+// elements e of a batch (b < N; e may be past total), then store(b, e) for those below total, so
+// that N independent loads are in flight before the first store.
+template <int N, typename Load, typename Store>
+__device__ __forceinline__ void batched_staging(int total, Load load, Store store) {
+  for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * N) {
+#pragma unroll
+    for (int b = 0; b < N; ++b) load(b, e0 + b * blockDim.x);
+#pragma unroll
+    for (int b = 0; b < N; ++b) {
+      const int e = e0 + b * blockDim.x;
+      if (e < total) store(b, e);
+    }
+  }
+}
+
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int Hs, int Ws,
                                            int up, int i0, int j0, int EH, int EW) {
   const int total = EH * EW;
   const FastDiv div_ew(EW);
-  for (int e0 = threadIdx.x; e0 < total; e0 += blockDim.x * kLoadBatch) {
-    acc_t v[kLoadBatch];
-#pragma unroll
-    for (int b = 0; b < kLoadBatch; ++b) {
-      const int e = e0 + b * blockDim.x;
-      int ej;
-      const int ei = div_ew(e, &ej);
-      v[b] = e < total ? source_value<scalar_t, acc_t>(src, Ws, 1, Hs, Ws, up, i0 + ei, j0 + ej) : acc_t(0);
-    }
-#pragma unroll
-    for (int b = 0; b < kLoadBatch; ++b) {
-      const int e = e0 + b * blockDim.x;
-      if (e < total) S[e] = v[b];
-    }
-  }
+  acc_t v[kLoadBatch];
+  batched_staging<kLoadBatch>(
+      total,
+      [&](int b, int e) {
+        const auto [ei, ej] = div_ew.divmod(e);
+        v[b] = e < total ? source_value<scalar_t, acc_t>(src, Ws, 1, Hs, Ws, up, i0 + ei, j0 + ej) : acc_t(0);
+      },
+      [&](int b, int e) { S[e] = v[b]; });
 }
 
 // The same for an NHWC tile of CB = 8 channels (channel fastest). When the 8 channels of a pixel
@@ -66,9 +75,8 @@ __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const sca
       channels_left >= CB && ((reinterpret_cast<uintptr_t>(src) | (uintptr_t(C) * sizeof(scalar_t))) & 15) == 0;
   if (!vec) {
     for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
-      int ej;
       const int pix = e / CB, k = e % CB;
-      const int ei = div_ew(pix, &ej);
+      const auto [ei, ej] = div_ew.divmod(pix);
       S[e] = k < channels_left ? source_value<scalar_t, acc_t>(src + k, row_stride, C, Hs, Ws, up, i0 + ei, j0 + ej)
                                : acc_t(0);
     }
@@ -78,47 +86,45 @@ __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const sca
     uint4 raw[kChunks];
     scalar_t v[CB];
   };
-  for (int p0 = threadIdx.x; p0 < total; p0 += blockDim.x * kPix) {
-    Pixel px[kPix];
+  Pixel px[kPix];
+  batched_staging<kPix>(
+      total,
+      [&](int b, int pix) {
+        const auto [ei, ej] = div_ew.divmod(pix);
+        int i = i0 + ei;
+        int j = j0 + ej;
+        bool ok = pix < total && i >= 0 && j >= 0;
+        if (ok && up != 1) {
+          ok = i % up == 0 && j % up == 0;
+          i /= up;
+          j /= up;
+        }
+        ok = ok && i < Hs && j < Ws;
 #pragma unroll
-    for (int b = 0; b < kPix; ++b) {
-      const int pix = p0 + b * blockDim.x;
-      int ej;
-      int i = i0 + div_ew(pix, &ej);
-      int j = j0 + ej;
-      bool ok = pix < total && i >= 0 && j >= 0;
-      if (ok && up != 1) {
-        ok = i % up == 0 && j % up == 0;
-        i /= up;
-        j /= up;
-      }
-      ok = ok && i < Hs && j < Ws;
-#pragma unroll
-      for (int u = 0; u < kChunks; ++u) {
-        px[b].raw[u] =
-            ok ? reinterpret_cast<const uint4*>(src + i * row_stride + int64_t(j) * C)[u] : make_uint4(0, 0, 0, 0);
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kPix; ++b) {
-      const int pix = p0 + b * blockDim.x;
-      if (pix < total) {
+        for (int u = 0; u < kChunks; ++u) {
+          px[b].raw[u] =
+              ok ? reinterpret_cast<const uint4*>(src + i * row_stride + int64_t(j) * C)[u] : make_uint4(0, 0, 0, 0);
+        }
+      },
+      [&](int b, int pix) {
 #pragma unroll
         for (int k = 0; k < CB; ++k) S[pix * CB + k] = static_cast<acc_t>(px[b].v[k]);
-      }
-    }
-  }
+      });
 }
 
-// Tile `tile` of g's grid of output tiles: its origin (p0, q0) and size th x twd (the last tiles
-// of a row or column may be smaller).
-struct OutputTile {
-  int p0, q0, th, twd;
+// Output o (row-major) of a th x twd output tile: its position (p, q), whether it is one of the
+// tile's nout outputs, and the offset of its source pixel in the staged tile (a source pixels between
+// outputs, EW a row; 0 past the tile's outputs).
+struct TileOutput {
+  int p, q;
+  bool valid;
+  int source;
 };
 
-__device__ __forceinline__ OutputTile output_tile(const GatherGeometry& g, int tile) {
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  return OutputTile{p0, q0, min(g.TH, g.Ho - p0), min(g.TW, g.Wo - q0)};
+__device__ __forceinline__ TileOutput tile_output(const FastDiv& div_tw, int o, int nout, int a, int EW) {
+  const auto [p, q] = div_tw.divmod(o);
+  const bool valid = o < nout;
+  return TileOutput{p, q, valid, valid ? p * a * EW + q * a : 0};
 }
 
 // The dynamic shared memory of a general block: the points' offsets in the staged tile (`points`
@@ -149,14 +155,10 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   const int64_t plane = blockIdx.x / g.tiles;
   const int tile = blockIdx.x - plane * g.tiles;
   const int c = static_cast<int>(plane % g.C);
-  const OutputTile out_tile = output_tile(g, tile);
-  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int2 hl = thalo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
-  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, g.K, g.K);
-  int* soff = carved.offsets;
-  acc_t* sw = carved.values;
-  acc_t* S = carved.tile;
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, g.K, g.K);
   const int np = tnpts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
@@ -176,10 +178,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
     acc_t acc[kPerThread];
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
-      const int o = base + r * blockDim.x + threadIdx.x;
-      int q;
-      const int p = div_tw(o, &q);
-      sb[r] = o < nout ? p * g.a * EW + q * g.a : 0;
+      sb[r] = tile_output(div_tw, base + r * blockDim.x + threadIdx.x, nout, g.a, EW).source;
       acc[r] = b;
     }
     for (int j = 0; j < np; ++j) {
@@ -192,8 +191,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * blockDim.x + threadIdx.x;
       if (o < nout) {
-        int q;
-        const int p = div_tw(o, &q);
+        const auto [p, q] = div_tw.divmod(o);
         op[int64_t(p0 + p) * g.Wo + q0 + q] = static_cast<scalar_t>(acc[r]);
       }
     }
@@ -214,8 +212,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const int tile = blockIdx.x % g.tiles;
   const int cg = (blockIdx.x / g.tiles) % groups;
   const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
-  const OutputTile out_tile = output_tile(g, tile);
-  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int c = cg * CB + cl;
   const bool c_ok = c < g.C;
@@ -225,10 +222,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
-  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
-  int* soff = carved.offsets;
-  acc_t* sw = carved.values;
-  acc_t* S = carved.tile;
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     int2 o = make_int2(0, 0);
@@ -254,10 +248,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
     acc_t acc[kPerThread];
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
-      const int o = base + r * slots + slot;
-      int q;
-      const int p = div_tw(o, &q);
-      sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
+      sb[r] = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW).source * CB + cl;
       acc[r] = b;
     }
     for (int j = 0; j < np; ++j) {
@@ -271,8 +262,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
       for (int r = 0; r < kPerThread; ++r) {
         const int o = base + r * slots + slot;
         if (o < nout) {
-          int q;
-          const int p = div_tw(o, &q);
+          const auto [p, q] = div_tw.divmod(o);
           op[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C] = static_cast<scalar_t>(acc[r]);
         }
       }

@@ -14,13 +14,10 @@ template <typename scalar_t, typename acc_t>
 struct GeneralWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  const int2* toff;
-  const int* tnpts;
-  const int2* thalo;
+  PointTableView<acc_t> tables;  // tables.w is not read
   acc_t* partial;
   GatherGeometry g;
-  int N;
-  int chunk;
+  int N, chunk;
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -30,29 +27,21 @@ struct GeneralWgradParams {
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t>
 __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
-  const scalar_t* __restrict__ x = params.x;
   const scalar_t* __restrict__ dy = params.dy;
-  const int2* __restrict__ toff = params.toff;
-  const int* __restrict__ tnpts = params.tnpts;
-  const int2* __restrict__ thalo = params.thalo;
+  const int2* __restrict__ toff = params.tables.off;
+  const int* __restrict__ tnpts = params.tables.npts;
+  const int2* __restrict__ thalo = params.tables.halo;
   acc_t* __restrict__ partial = params.partial;
   const GatherGeometry g = params.g;
-  int N = params.N;
-  int chunk = params.chunk;
+  const int N = params.N, chunk = params.chunk;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
-  const int tile = blockIdx.x % g.tiles;
-  const int ck = (blockIdx.x / g.tiles) % chunks;
-  const int c = blockIdx.x / (g.tiles * chunks);
-  const OutputTile out_tile = output_tile(g, tile);
-  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
+  const auto [tile, ck, c] = wgrad_block(g.tiles, chunks);
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int2 hl = thalo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
   const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, g.K, size_t(g.K) * nwarps);
-  int* soff = carved.offsets;
-  acc_t* red = carved.values;
-  acc_t* S = carved.tile;
+  const auto [soff, red, S] = carve_general_smem<acc_t>(smem, g.K, size_t(g.K) * nwarps);
   const int np = tnpts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
@@ -65,7 +54,7 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
   const int n_end = min(N, (ck + 1) * chunk);
   for (int n = ck * chunk; n < n_end; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
-    const scalar_t* xp = x + plane * g.Hs * g.Ws;
+    const scalar_t* xp = params.x + plane * g.Hs * g.Ws;
     const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
     __syncthreads();  // previous image's reads of S are done
     stage_tile<scalar_t, acc_t>(S, xp, g.Hs, g.Ws, 1, i0, j0, EH, EW);
@@ -75,12 +64,9 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
       acc_t gv[kPerThread];
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
-        const int o = base + r * blockDim.x + threadIdx.x;
-        int q;
-        const int p = div_tw(o, &q);
-        const bool ok = o < nout;
-        sb[r] = ok ? p * g.a * EW + q * g.a : 0;
-        gv[r] = ok ? static_cast<acc_t>(dyp[int64_t(p0 + p) * g.Wo + q0 + q]) : acc_t(0);
+        const TileOutput pos = tile_output(div_tw, base + r * blockDim.x + threadIdx.x, nout, g.a, EW);
+        sb[r] = pos.source;
+        gv[r] = pos.valid ? static_cast<acc_t>(dyp[int64_t(p0 + pos.p) * g.Wo + q0 + pos.q]) : acc_t(0);
       }
       for (int j = 0; j < np; ++j) {
         const int so = soff[j];
@@ -104,37 +90,28 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kNhwcThreads)
     wgrad_nhwc_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
-  const scalar_t* __restrict__ x = params.x;
   const scalar_t* __restrict__ dy = params.dy;
-  const int2* __restrict__ toff = params.toff;
-  const int* __restrict__ tnpts = params.tnpts;
-  const int2* __restrict__ thalo = params.thalo;
+  const int2* __restrict__ toff = params.tables.off;
+  const int* __restrict__ tnpts = params.tables.npts;
   acc_t* __restrict__ partial = params.partial;
   const GatherGeometry g = params.g;
-  int N = params.N;
-  int chunk = params.chunk;
+  const int N = params.N, chunk = params.chunk;
   constexpr int CB = kNhwcChannels;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
-  const int tile = blockIdx.x % g.tiles;
-  const int ck = (blockIdx.x / g.tiles) % chunks;
-  const int cg = blockIdx.x / (g.tiles * chunks);
-  const OutputTile out_tile = output_tile(g, tile);
-  const int p0 = out_tile.p0, q0 = out_tile.q0, th = out_tile.th, twd = out_tile.twd;
+  const auto [tile, ck, cg] = wgrad_block(g.tiles, chunks);
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
   const int c = cg * CB + cl;
   const bool c_ok = c < g.C;
 
   __shared__ int s_np, s_ph, s_pw;
-  block_extent(tnpts, thalo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  block_extent(tnpts, params.tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
-  const GeneralSmem<acc_t> carved = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
-  int* soff = carved.offsets;
-  acc_t* red = carved.values;
-  acc_t* S = carved.tile;
+  const auto [soff, red, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);
@@ -147,7 +124,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
   const int n_end = min(N, (ck + 1) * chunk);
   for (int n = ck * chunk; n < n_end; ++n) {
-    const scalar_t* xp = x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
+    const scalar_t* xp = params.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
     stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
@@ -157,21 +134,16 @@ __global__ void __launch_bounds__(kNhwcThreads)
       acc_t gv[kPerThread];
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
-        const int o = base + r * slots + slot;
-        int q;
-        const int p = div_tw(o, &q);
-        const bool ok = o < nout && c_ok;
-        sb[r] = (o < nout ? p * g.a * EW + q * g.a : 0) * CB + cl;
-        gv[r] = ok ? static_cast<acc_t>(dyp[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C]) : acc_t(0);
+        const TileOutput pos = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW);
+        sb[r] = pos.source * CB + cl;
+        gv[r] = pos.valid && c_ok ? static_cast<acc_t>(dyp[(int64_t(p0 + pos.p) * g.Wo + q0 + pos.q) * g.C]) : acc_t(0);
       }
       for (int j = 0; j < np; ++j) {
         const int so = soff[j * CB + cl];
         acc_t v = acc_t(0);
 #pragma unroll
         for (int r = 0; r < kPerThread; ++r) v += gv[r] * S[sb[r] + so];
-        // Lanes cl, cl+8, cl+16, cl+24 hold the same channel.
-#pragma unroll
-        for (int m = CB; m < 32; m <<= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+        v = across_groups_sum(v, CB);  // lanes cl, cl+8, cl+16, cl+24 hold the same channel
         if (lane < CB) red[(warp * np + j) * CB + cl] += v;
       }
     }

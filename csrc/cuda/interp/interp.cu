@@ -60,18 +60,17 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   const InterpTables<acc_t> t = build_interp_tables<scalar_t, acc_t>(a.theta, a.weight, a.rule, a.residual);
   if (!wgrad) {
     if (!plan.via_nchw) {
-      launch_gather<scalar_t, acc_t>(plan, src, a.out, a.bias, t.off(), t.w(), t.npts_gather(), t.halo());
+      launch_gather<scalar_t, acc_t>(plan, src, a.out, a.bias, t.view(false));
       return;
     }
     at::Tensor out = at::empty(a.out.sizes(), a.out.options().memory_format(at::MemoryFormat::Contiguous));
-    launch_gather<scalar_t, acc_t>(plan, src, out, a.bias, t.off(), t.w(), t.npts_gather(), t.halo());
+    launch_gather<scalar_t, acc_t>(plan, src, out, a.bias, t.view(false));
     a.out.copy_(out);
     return;
   }
   const at::Tensor dy = plan.via_nchw ? a.dy->contiguous() : *a.dy;
   const bool all = a.dtheta != nullptr;
-  const int* npts = t.npts(all);
-  const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, src, dy, t.off(), npts, t.halo());
+  const at::Tensor partial = launch_wgrad_partials<scalar_t, acc_t>(plan, src, dy, t.view(all));
   contract<scalar_t, acc_t>(t, partial, plan.parts, at::Tensor(), all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) *a.db = bias_grad_in_slices(*a.dy);
 }

@@ -1,9 +1,9 @@
 // Launcher of the interpolated segment family: the stride-1 gathers (forward, input gradient) and
 // weight gradient of 'bilinear' and 'gaussian' taps on NCHW float32, float16 and bfloat16 tensors,
-// through the NCHW segment-window kernels (nchw_fast.cuh) over the runs that the points of the taps'
-// samples form (interp_segments.cuh). The weight gradient sums dy * x at every point in slices of
-// points (all points when the angle's gradient is wanted); the weight and angle gradients are the
-// contractions of those sums, as in the interpolated family (interp.cu).
+// through the NCHW segment-window kernels (seg_gather/, seg_wgrad/) over the runs that the points
+// of the taps' samples form (interp_segments.cuh). The weight gradient sums dy * x at every point
+// in slices of points (all points when the angle's gradient is wanted); the weight and angle
+// gradients are the contractions of those sums, as in the interpolated family (interp.cu).
 #include <algorithm>
 
 #include "../common/interp_contract.cuh"
@@ -20,7 +20,7 @@ namespace cuda {
 // moved by up to 0.05 rad) slices of 80 points took 2.08 / 2.00 ms for bilinear / gaussian, of 88
 // 2.08 / 2.00, of 72 2.26 / 1.99, of 48 2.24 / 2.16, of 36 2.40 / 2.17, of 96 3.26 / 3.10 (fewer
 // blocks per multiprocessor); with the angles on the 8 directions 80 was as good as 88 too.
-// The kernel's variant (nchw_fast.cuh), on an H200 (64 x C x 56 x 56, the same angles; bilinear /
+// The kernel's variant (seg_wgrad.cuh), on an H200 (64 x C x 56 x 56, the same angles; bilinear /
 // gaussian, ms): float32 (C = 512) walks two tasks per thread, 1.75 / 1.66 against 1.95 / 1.84
 // with one (2.11 / 1.99 with columns shared by two lanes); 16-bit (bf16, C = 384) shares the
 // columns between two lanes, 1.77 / 1.68 against 1.95 / 1.88 (1.80 / 1.75 with two tasks per thread).
@@ -48,12 +48,12 @@ void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
   const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   if (a.dy == nullptr) {
     const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);
-    launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, s.info(), s.segs(), s.w(), t.halo());
+    launch_seg_gather<scalar_t>(plan, a, s.view(t.halo()));
     return;
   }
   const bool all = a.dtheta != nullptr;
   const InterpSegments s = build_interp_segments(t, t.npts(all), h, 1, true);
-  const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, s.info(), s.segs(), t.halo());
+  const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, s.view(t.halo()));
   // The sums per slot (run order): each point's row is its slot.
   contract<scalar_t, float>(t, partial, plan.parts, s.slot_of(), all, a.weight, a.out, a.dtheta);
 }

@@ -1,11 +1,11 @@
 // Launcher of the interpolated vector family: 'bilinear' and 'gaussian' taps on channels_last
 // float32, float16 and bfloat16 tensors at stride 1, through the channels_last vector kernels
-// (nhwc_vec.cuh) over the points of the taps' samples (interp_tables.cuh), each block of channels
-// walking the union of its channels' points (interp_union.cuh). The gathers read the points of
-// nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them when the
-// angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the tensors. The
-// weight and angle gradients are the contractions of the sums, as in the interpolated family
-// (interp.cu), all reductions in a fixed order (deterministic).
+// (vec_gather/, vec_wgrad/) over the points of the taps' samples (interp_tables.cuh), each block of
+// channels walking the union of its channels' points (interp_union.cuh). The gathers read the
+// points of nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them
+// when the angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the
+// tensors. The weight and angle gradients are the contractions of the sums, as in the interpolated
+// family (interp.cu), all reductions in a fixed order (deterministic).
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
@@ -51,19 +51,16 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
   const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
   const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, !unite);
   const bool all = a.dy != nullptr && a.dtheta != nullptr;
-  const int* npts = t.npts(all);
   InterpUnion u;
-  if (unite) u = unite_interp_blocks<CB>(t, npts, h, a.dy != nullptr);
-  const int2* off = unite ? u.off() : t.off();
-  const int* np = unite ? u.npts() : npts;
-  const int* same = unite ? u.same() : t.same.template data_ptr<int>();
+  if (unite) u = unite_interp_blocks<CB>(t, t.npts(all), h, a.dy != nullptr);
+  const PointTableView<float> tables = unite ? u.view(t.halo()) : t.view(all);
   if (a.dy == nullptr) {
-    launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, off, unite ? u.w() : t.w(), np, t.halo(), same);
+    launch_vec_gather<scalar_t>(plan, a, tables);
     return;
   }
   at::Tensor bpartial;
-  const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, off, np, t.halo(), same,
-                                                                 a.db != nullptr ? &bpartial : nullptr);
+  const at::Tensor partial =
+      launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, tables, a.db != nullptr ? &bpartial : nullptr);
   // Rows beyond a block's points are not written; contract() reads none of them. With united
   // points, each of a channel's own points has the row of its place in the union.
   contract<scalar_t, float>(t, partial, plan.parts, unite ? u.map() : at::Tensor(), all, a.weight, a.out, a.dtheta);

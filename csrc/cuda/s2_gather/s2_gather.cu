@@ -10,15 +10,15 @@ namespace mmo1d {
 namespace cuda {
 
 // The staged tile is sized for the largest halved halo on both axes (a block's channels may have
-// different angles); false when not even R x R outputs fit.
+// different angles); false when not even OUTPUTS x OUTPUTS outputs fit.
 // Domain: the forward at stride 2, channels_last, C a multiple of the channel block, aligned.
 template <typename scalar_t>
 bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, R = WinTraits<scalar_t>::kR;
+  constexpr int CB = VecTraits<scalar_t>::kCB, OUTPUTS = WinTraits<scalar_t>::kOutputs;
   if (pass != Pass::kForward || !p.nhwc || !p.aligned || p.C % CB != 0 || p.stride != 2) return false;
   FastGeometry g = output_geometry(p, p.K);  // p.stride == 2
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
-  auto kernel = s2_gather_nhwc_kernel<scalar_t, R>;
+  auto kernel = s2_gather_nhwc_kernel<scalar_t, OUTPUTS>;
   if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
   plan->path = "s2_gather";
   plan->fg = g;
@@ -31,24 +31,15 @@ template <typename scalar_t>
 void S2Gather::run(const Plan& plan, const Args<scalar_t>& a) {
   const at::Tensor& src = a.src;
   at::Tensor& out = a.out;
-  constexpr int R = WinTraits<scalar_t>::kR;
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, 1, 4);
-  auto kernel = s2_gather_nhwc_kernel<scalar_t, R>;
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "stride-2 channels_last window gather");
-  const S2GatherParams<scalar_t> params{
-      .x = src.data_ptr<scalar_t>(),
-      .out = out.data_ptr<scalar_t>(),
-      .bias = a.bias,
-      .info = t.info(),
-      .segs = t.segs(),
-      .segw = t.w(),
-      .halo = t.halo(),
-      .g = plan.fg,
-      .Hx = static_cast<int>(src.size(2)),
-      .Wx = static_cast<int>(src.size(3))};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  auto kernel = s2_gather_nhwc_kernel<scalar_t, OUTPUTS>;
+  const S2GatherParams<scalar_t> params{.io = {src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), a.bias},
+                                        .tables = t.view(),
+                                        .g = plan.fg,
+                                        .Hx = static_cast<int>(src.size(2)),
+                                        .Wx = static_cast<int>(src.size(3))};
+  launch_planned(kernel, plan.launch, "stride-2 channels_last window gather", params);
 }
 
 MMO1D_INSTANTIATE_FAMILY(S2Gather)

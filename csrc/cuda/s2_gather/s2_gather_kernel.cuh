@@ -7,19 +7,13 @@
 namespace mmo1d {
 namespace cuda {
 
-// The arguments of s2_gather_nhwc_kernel, built by its launcher.
+// The arguments of s2_gather_nhwc_kernel, built by its launcher: io.src is x, of Hx x Wx pixels.
 template <typename scalar_t>
 struct S2GatherParams {
-  const scalar_t* x;
-  scalar_t* out;
-  const scalar_t* bias;
-  const SegInfo* info;
-  const int4* segs;
-  const float* segw;
-  const int2* halo;
+  GatherIO<scalar_t> io;
+  SegTableView tables;
   FastGeometry g;
-  int Hx;
-  int Wx;
+  int Hx, Wx;
 };
 
 // Stride-2 forward, polyphase: y[i, j] = sum over the parity classes (a, b) of a stride-1 window
@@ -28,25 +22,16 @@ struct S2GatherParams {
 // sums meet in an fp32 tile in shared memory (bias first), so the output is rounded once; each
 // class is staged in turn into one buffer whose halo (the largest over the classes and the block's
 // channels) and pitch serve all four.
-template <typename scalar_t, int R>
-__global__ void __launch_bounds__(kFastThreads, 3)
-    s2_gather_nhwc_kernel(const S2GatherParams<scalar_t> params) {
-  const scalar_t* __restrict__ x = params.x;
-  scalar_t* __restrict__ out = params.out;
-  const scalar_t* __restrict__ bias = params.bias;
-  const SegInfo* __restrict__ info = params.info;
-  const int4* __restrict__ segs = params.segs;
-  const float* __restrict__ segw = params.segw;
-  const int2* __restrict__ halo = params.halo;
+template <typename scalar_t, int OUTPUTS>
+__global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S2GatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ bias = params.io.bias;
+  const SegInfo* __restrict__ info = params.tables.info;
+  const int2* __restrict__ halo = params.tables.halo;
   const FastGeometry g = params.g;
-  int Hx = params.Hx;
-  int Wx = params.Wx;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const WinBlock blk = win_block<CB>(g);  // g: the output plane
-  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
-  const int64_t n = blk.n;
-  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
+  // g: the output plane
+  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g, g.C / CB);
 
   __shared__ int s_mode[4][CB], s_nseg[4][CB], s_uniform[4][4], s_ph, s_pw;
   if (threadIdx.x < 32) {
@@ -73,9 +58,9 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       s_pw = pw;
     }
   }
-  // Shared memory: tables of one class (sseg[channel][s], sw[point][channel]), the fp32 sums of
+  // Shared memory: tables of one class (seg_smem[channel][s], sw[point][channel]), the fp32 sums of
   // the tile (CB per pixel), the staged phase-plane tile.
-  int4* sseg = reinterpret_cast<int4*>(smem);
+  int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
   float* accs = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
   scalar_t* S =
@@ -86,10 +71,11 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   }
   __syncthreads();
   const int ph = s_ph, pw = s_pw;
-  const int pitch = seg_tile_cols<R>(tw, pw) | 1;
+  const int pitch = seg_tile_cols<OUTPUTS>(tw, pw) | 1;
   const int k0 = quarter * V;
   const float zero[V] = {};
-  const scalar_t* img = x + n * int64_t(Hx) * Wx * g.C;
+  const int Hx = params.Hx, Wx = params.Wx;  // the size of x
+  const scalar_t* img = params.io.src + n * int64_t(Hx) * Wx * g.C;
   for (int cls = 0; cls < 4; ++cls) {
     const int a = cls >> 1, b = cls & 1;
     bool any = false;
@@ -98,28 +84,31 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     if (!any) continue;  // no tap of the block's channels has these parities
     const int64_t base = int64_t(cls) * g.C;
     __syncthreads();  // the previous class's reads of S and the tables are done
-    stage_segment_tables<CB>(sseg, sw, segs + base * g.K, segw + base * g.K, s_nseg[cls], c0, g.K, pitch);
+    stage_segment_tables<CB>(seg_smem, sw, params.tables.segs + base * g.K, params.tables.segw + base * g.K,
+                             s_nseg[cls], c0, g.K, pitch);
     const int Hs = (Hx - a + 1) / 2, Ws = (Wx - b + 1) / 2;  // phase plane x[a::2, b::2]
-    stage_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (R - 1),
-                              seg_tile_rows<R>(th, ph), seg_tile_cols<R>(tw, pw), true, pitch, 2 * int64_t(Wx), 2);
+    stage_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (OUTPUTS - 1),
+                              seg_tile_rows<OUTPUTS>(th, ph), seg_tile_cols<OUTPUTS>(tw, pw), true, pitch,
+                              2 * int64_t(Wx), 2);
     __syncthreads();
     if (s_uniform[cls][quarter]) {
-      win_tasks<scalar_t, R, 1, V, true>(S, nullptr, k0, c0 + k0, s_mode[cls][k0], s_nseg[cls][k0], sseg + k0 * g.K, sw,
-                                         zero, th, tw, p0, q0, ph, pw, pitch, g.H, g.W, 0, 0, g.C, slot, slots, accs);
+      win_tasks<scalar_t, OUTPUTS, 1, V, true>(S, nullptr, k0, c0 + k0, s_mode[cls][k0], s_nseg[cls][k0],
+                                               seg_smem + k0 * g.K, sw, zero, th, tw, p0, q0, ph, pw, pitch, g.H, g.W,
+                                               0, 0, g.C, slot, slots, accs);
     } else {
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
         const int kc = k0 + kk;
         const float z1[1] = {0.0f};
-        win_tasks<scalar_t, R, 1, 1, true>(S, nullptr, kc, c0 + kc, s_mode[cls][kc], s_nseg[cls][kc], sseg + kc * g.K,
-                                           sw, z1, th, tw, p0, q0, ph, pw, pitch, g.H, g.W, 0, 0, g.C, slot, slots,
-                                           accs);
+        win_tasks<scalar_t, OUTPUTS, 1, 1, true>(S, nullptr, kc, c0 + kc, s_mode[cls][kc], s_nseg[cls][kc],
+                                                 seg_smem + kc * g.K, sw, z1, th, tw, p0, q0, ph, pw, pitch, g.H, g.W,
+                                                 0, 0, g.C, slot, slots, accs);
       }
     }
   }
   __syncthreads();
   // The tile's sums, rounded once: a lane's V channels per store.
-  scalar_t* op = out + n * int64_t(g.H) * g.W * g.C;
+  scalar_t* op = params.io.out + n * int64_t(g.H) * g.W * g.C;
   for (int e = threadIdx.x; e < th * tw * 4; e += blockDim.x) {
     const int pix = e >> 2, qd = e & 3;
     const int i = pix / tw, j = pix - i * tw;

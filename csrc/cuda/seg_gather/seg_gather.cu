@@ -24,28 +24,16 @@ bool plan_seg_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
 }
 
 template <typename scalar_t>
-void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+void launch_seg_gather(const Plan& plan, const Args<scalar_t>& a, const SegTableView& tables,
                        const TapWeights<scalar_t>& taps) {
-  TORCH_CHECK(segw != nullptr || taps.w != nullptr,
+  TORCH_CHECK(tables.segw != nullptr || taps.w != nullptr,
               "oriented_dwconv1d: the NCHW gather needs merged weights or the taps' weights");
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "NCHW fast-path gather");
-  const SegGatherParams<scalar_t> params{
-      .src = src.data_ptr<scalar_t>(),
-      .out = out.data_ptr<scalar_t>(),
-      .bias = bias,
-      .info = info,
-      .segs = segs,
-      .segw = segw,
-      .halo = halo,
-      .g = plan.fg,
-      .wtaps = taps.w,
-      .tap_sp = taps.tap_sp,
-      .residual = taps.residual};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const SegGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
+                                         .tables = tables,
+                                         .g = plan.fg,
+                                         .taps = taps};
+  launch_planned(kernel, plan.launch, "NCHW fast-path gather", params);
 }
 
 // Domain: the stride-1 gathers, NCHW, float32/float16/bfloat16, any C and K; tiles within the
@@ -63,17 +51,13 @@ template <typename scalar_t>
 void SegGather::run(const Plan& plan, const Args<scalar_t>& a) {
   const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, a.residual, a.sign, 1, false);
   const at::Tensor w = a.weight.contiguous();
-  launch_seg_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), nullptr, t.halo(),
-                              TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual});
+  launch_seg_gather<scalar_t>(plan, a, t.view(), TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual});
 }
 
-#define MMO1D_INSTANTIATE_SEG_GATHER(T)                                                                                \
-  template bool plan_seg_gather<T>(const Problem&, int, int, Plan*);                                                   \
-  template void launch_seg_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*,            \
-                                     const int4*, const float*, const int2*, const TapWeights<T>&);
-MMO1D_INSTANTIATE_SEG_GATHER(float)
-MMO1D_INSTANTIATE_SEG_GATHER(c10::Half)
-MMO1D_INSTANTIATE_SEG_GATHER(c10::BFloat16)
+#define MMO1D_INSTANTIATE_SEG_GATHER(T)                              \
+  template bool plan_seg_gather<T>(const Problem&, int, int, Plan*); \
+  template void launch_seg_gather<T>(const Plan&, const Args<T>&, const SegTableView&, const TapWeights<T>&);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_SEG_GATHER)
 #undef MMO1D_INSTANTIATE_SEG_GATHER
 
 MMO1D_INSTANTIATE_FAMILY(SegGather)

@@ -25,11 +25,10 @@ inline int64_t seg_smem(const FastGeometry& g, int64_t fixed, int halo_k) {
 template <typename scalar_t>
 bool plan_seg_gather(const Problem& p, int rows, int halo_k, Plan* plan);
 
-// out = the gather of src over the segment tables (C entries of plan.fg.K rows), with their merged
-// weights segw or, when segw is null, those of taps.
+// a.out = the gather of a.src (+ a.bias) over the segment tables (C entries of plan.fg.K rows), with
+// their merged weights tables.segw or, when that is null, those of taps.
 template <typename scalar_t>
-void launch_seg_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+void launch_seg_gather(const Plan& plan, const Args<scalar_t>& a, const SegTableView& tables,
                        const TapWeights<scalar_t>& taps = {});
 
 }  // namespace cuda

@@ -13,13 +13,13 @@ namespace cuda {
 // ----------------------------------------------------------------------------------------------
 // Stride-1 fast paths (float32, float16, bfloat16; forward and input gradient).
 //
-// NCHW: the distinct points of a channel's line are split into segments, runs of points that
-// follow each other by one step u along one of four axes (0, 90, 45 or 135 degrees; the table
-// kernel picks the axis that gives the fewest segments). A thread owns R outputs that also follow
-// each other by u, so for a segment of L points it loads a window of R + L - 1 source values once
-// and does R * L multiply-adds from registers (the window rotates through R registers): R times
-// fewer shared-memory loads than one load per tap and output on straight and diagonal lines,
-// about twice fewer on the in-between angles.
+// NCHW: the distinct points of a channel's line are split into segments, runs of points that follow
+// each other by one step u along one of four axes (0, 90, 45 or 135 degrees; the table kernel picks
+// the axis that gives the fewest segments). A thread owns OUTPUTS outputs that also follow each
+// other by u, so for a segment of L points it loads a window of OUTPUTS + L - 1 source values once
+// and does OUTPUTS * L multiply-adds from registers (the window rotates through OUTPUTS registers):
+// OUTPUTS times fewer shared-memory loads than one load per tap and output on straight and diagonal
+// lines, about twice fewer on the in-between angles.
 //
 // NHWC: a tile of 32 bytes of channels per pixel (16 half-precision or 8 float32 channels) is
 // copied to shared memory as it is (cp.async, zero-filled outside the image), four lanes share a
@@ -29,17 +29,17 @@ namespace cuda {
 // the weight gradient, a thread reads every tap of outputs 64 pixels apart.
 // ----------------------------------------------------------------------------------------------
 
-template <int R>
-__device__ __forceinline__ void run_segment(const float* __restrict__ S, int a, int ustep, int L,
-                                            const float* __restrict__ w, float (&acc)[R]) {
-  float v[R];
-  walk_segment<R, false>(
-      S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; },
+template <int OUTPUTS>
+__device__ __forceinline__ void run_segment(const float* __restrict__ S, int a, int axis_step, int L,
+                                            const float* __restrict__ w, float (&acc)[OUTPUTS]) {
+  float v[OUTPUTS];
+  walk_segment<OUTPUTS, false>(
+      S + a, axis_step, L, v, [](const float* p, float& dst) { dst = *p; },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
         const float wl = w[l];
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] += wl * v[(I + r) % R];
+        for (int r = 0; r < OUTPUTS; ++r) acc[r] += wl * v[(I + r) % OUTPUTS];
       });
 }
 
@@ -126,69 +126,54 @@ __device__ __forceinline__ bool rows_vectorizable(const void* base, int W, int q
   return W % E == 0 && q0 % E == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
 }
 
-// The arguments of seg_gather_nchw_kernel, built by its launcher.
+// The arguments of seg_gather_nchw_kernel, built by its launcher: the tables' merged weights or,
+// when tables.segw is null, the taps' weights merged by the blocks.
 template <typename scalar_t>
 struct SegGatherParams {
-  const scalar_t* src;
-  scalar_t* out;
-  const scalar_t* bias;
-  const SegInfo* info;
-  const int4* segs;
-  const float* segw;
-  const int2* halo;
+  GatherIO<scalar_t> io;
+  SegTableView tables;
   FastGeometry g;
-  const scalar_t* wtaps;
-  const int* tap_sp;
-  bool residual;
+  TapWeights<scalar_t> taps;
 };
 
 // One block: a tile of one (image, channel) plane. Weights: segw, merged; or, when segw is null, the
-// (C, K) weight wtaps merged by the block through the tables' tap -> slot map tap_sp
+// (C, K) weight taps.w merged by the block through the tables' tap -> slot map taps.tap_sp
 // (stage_merged_weights; one class of rounded taps).
 template <typename scalar_t>
 __global__ void __launch_bounds__(kFastThreads)
     seg_gather_nchw_kernel(const SegGatherParams<scalar_t> params) {
-  const scalar_t* __restrict__ src = params.src;
-  scalar_t* __restrict__ out = params.out;
-  const scalar_t* __restrict__ bias = params.bias;
-  const SegInfo* __restrict__ info = params.info;
-  const int4* __restrict__ segs = params.segs;
-  const float* __restrict__ segw = params.segw;
-  const int2* __restrict__ halo = params.halo;
+  scalar_t* __restrict__ out = params.io.out;
+  const scalar_t* __restrict__ bias = params.io.bias;
+  const SegInfo* __restrict__ info = params.tables.info;
+  const int2* __restrict__ halo = params.tables.halo;
   const FastGeometry g = params.g;
-  const scalar_t* __restrict__ wtaps = params.wtaps;
-  const int* __restrict__ tap_sp = params.tap_sp;
-  bool residual = params.residual;
-  constexpr int R = kSegR;
+  constexpr int OUTPUTS = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t plane = blockIdx.x / g.tiles;
   const int tile = static_cast<int>(blockIdx.x - plane * g.tiles);
   const int c = static_cast<int>(plane % g.C);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
+  const auto [p0, q0, th, tw] = output_tile(g, tile);
   const SegInfo inf = info[c];
   const int2 hl = halo[c];
   const int EH = seg_tile_rows(th, hl.x);
   const int EW = seg_tile_cols(tw, hl.y);
   const int pitch = EW | 1;
-  int4* sseg = reinterpret_cast<int4*>(smem);
+  int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
   float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * g.K));
-  for (int s = threadIdx.x; s < inf.nseg; s += blockDim.x) {
-    const int4 e = segs[int64_t(c) * g.K + s];
-    sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
-  }
-  if (segw != nullptr) {
-    for (int j = threadIdx.x; j < inf.npts; j += blockDim.x) sw[j] = segw[int64_t(c) * g.K + j];
+  stage_channel_segments(seg_smem, params.tables.segs + int64_t(c) * g.K, inf.nseg, pitch);
+  if (params.tables.segw != nullptr) {
+    stage_channel_weights(sw, params.tables.segw + int64_t(c) * g.K, inf.npts);
   } else {
-    stage_merged_weights<scalar_t, 1>(sw, wtaps, tap_sp, c, g.K, residual);
+    stage_merged_weights<scalar_t, 1>(sw, params.taps.w, params.taps.tap_sp, c, g.K, params.taps.residual);
   }
-  stage_plane<scalar_t>(S, pitch, src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
+  stage_plane<scalar_t>(S, pitch, params.io.src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
+                        EW);
   __syncthreads();
 
   int ui, uj;
   mode_step(inf.mode, &ui, &uj);
-  const int ustep = ui * pitch + uj;
+  const int axis_step = ui * pitch + uj;
   const int ntasks = seg_ntasks(inf.mode, th, tw);
   const float b = bias != nullptr ? static_cast<float>(bias[c]) : 0.0f;
   scalar_t* op = out + plane * g.H * g.W;
@@ -196,21 +181,21 @@ __global__ void __launch_bounds__(kFastThreads)
   for (int k = threadIdx.x; k < ntasks; k += blockDim.x) {
     int p, q;
     seg_task(inf.mode, k, th, tw, &p, &q);
-    const int b0 = (p + hl.x) * pitch + q + hl.y + (R - 1);
-    float acc[R];
+    const int b0 = (p + hl.x) * pitch + q + hl.y + (OUTPUTS - 1);
+    float acc[OUTPUTS];
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = b;
+    for (int r = 0; r < OUTPUTS; ++r) acc[r] = b;
     for (int s = 0; s < inf.nseg; ++s) {
-      const int4 e = sseg[s];
-      run_segment<R>(S, b0 + e.x, ustep, e.y, sw + e.z, acc);
+      const int4 e = seg_smem[s];
+      run_segment<OUTPUTS>(S, b0 + e.x, axis_step, e.y, sw + e.z, acc);
     }
-    if (vec_rows && q + R <= tw) {
+    if (vec_rows && q + OUTPUTS <= tw) {
       // A row task's outputs are contiguous: 16-byte stores instead of one sector per lane and r.
       store8<scalar_t>(op + int64_t(p0 + p) * g.W + q0 + q, acc);
       continue;
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < OUTPUTS; ++r) {
       const int pr = p + r * ui, qr = q + r * uj;
       if (pr < th && qr >= 0 && qr < tw) op[int64_t(p0 + pr) * g.W + q0 + qr] = static_cast<scalar_t>(acc[r]);
     }

@@ -54,26 +54,20 @@ bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* pl
 }
 
 template <typename scalar_t>
-at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const SegInfo* info,
-                                     const int4* segs, const int2* halo) {
+at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                     const SegTableView& tables) {
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(at::kFloat));
   auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "NCHW fast-path weight-gradient");
-  const SegWgradParams<scalar_t> params{
-      .x = x.data_ptr<scalar_t>(),
-      .dy = dy.data_ptr<scalar_t>(),
-      .info = info,
-      .segs = segs,
-      .halo = halo,
-      .partial = partial.data_ptr<float>(),
-      .g = g,
-      .N = static_cast<int>(x.size(0)),
-      .chunk = plan.chunk,
-      .pcap = plan.points};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const SegWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
+                                        .dy = dy.data_ptr<scalar_t>(),
+                                        .tables = tables,
+                                        .partial = partial.data_ptr<float>(),
+                                        .g = g,
+                                        .N = static_cast<int>(x.size(0)),
+                                        .chunk = plan.chunk,
+                                        .pcap = plan.points};
+  launch_planned(kernel, plan.launch, "NCHW fast-path weight-gradient", params);
   return partial;
 }
 
@@ -88,17 +82,15 @@ bool SegWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void SegWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   const auto t = build_segments<scalar_t>(a.theta, a.weight, a.rule, false, 1, 1, false);
-  const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.info(), t.segs(), t.halo());
+  const at::Tensor partial = launch_seg_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.view());
   launch_wgrad_reduce<scalar_t, float>(partial, t.tap_sp(), a.out, plan.fg.C, plan.fg.K, plan.parts, 1);
 }
 
-#define MMO1D_INSTANTIATE_SEG_WGRAD(T)                                                                                 \
-  template bool plan_seg_wgrad<T>(const Problem&, int, int, int, Plan*, int);                                          \
-  template at::Tensor launch_seg_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const SegInfo*,  \
-                                                   const int4*, const int2*);
-MMO1D_INSTANTIATE_SEG_WGRAD(float)
-MMO1D_INSTANTIATE_SEG_WGRAD(c10::Half)
-MMO1D_INSTANTIATE_SEG_WGRAD(c10::BFloat16)
+#define MMO1D_INSTANTIATE_SEG_WGRAD(T)                                                                \
+  template bool plan_seg_wgrad<T>(const Problem&, int, int, int, Plan*, int);                         \
+  template at::Tensor launch_seg_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, \
+                                                   const SegTableView&);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_SEG_WGRAD)
 #undef MMO1D_INSTANTIATE_SEG_WGRAD
 
 MMO1D_INSTANTIATE_FAMILY(SegWgrad)

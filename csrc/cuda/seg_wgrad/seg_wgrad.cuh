@@ -24,10 +24,11 @@ template <typename scalar_t>
 bool plan_seg_wgrad(const Problem& p, int rows, int halo_k, int points, Plan* plan, int variant = kSegWgradColumns);
 
 // The partial sums (C, plan.parts, plan.fg.K) floats of dy * x at each point, in the tables'
-// segment order (only the rows below a channel's point count are written).
+// segment order (only the rows below a channel's point count are written; the tables' weights are
+// not read).
 template <typename scalar_t>
-at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const SegInfo* info,
-                                     const int4* segs, const int2* halo);
+at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                     const SegTableView& tables);
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -7,20 +7,21 @@
 namespace mmo1d {
 namespace cuda {
 
-// acc[l * stride] += sum_r g[r] * S[a + (r + l) * ustep] for l < L (the window of run_segment).
+// acc[l * stride] += sum_r g[r] * S[a + (r + l) * axis_step] for l < L (the window of run_segment;
+// r < OUTPUTS, the outputs a thread owns).
 // SHARE = 2: lanes l and l + 16 of a warp (all 32 walking the same points) add their sums with a
 // shuffle first, and lane l adds them to the column both share.
-template <int R, int SHARE>
-__device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, int a, int ustep, int L,
-                                                  float* __restrict__ acc, int stride, const float (&g)[R]) {
-  float v[R];
-  walk_segment<R, false>(
-      S + a, ustep, L, v, [](const float* p, float& dst) { dst = *p; },
+template <int OUTPUTS, int SHARE>
+__device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, int a, int axis_step, int L,
+                                                  float* __restrict__ acc, int stride, const float (&g)[OUTPUTS]) {
+  float v[OUTPUTS];
+  walk_segment<OUTPUTS, false>(
+      S + a, axis_step, L, v, [](const float* p, float& dst) { dst = *p; },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
         float part = 0.0f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) part += g[r] * v[(I + r) % R];
+        for (int r = 0; r < OUTPUTS; ++r) part += g[r] * v[(I + r) % OUTPUTS];
         if constexpr (SHARE == 2) {
           part += __shfl_xor_sync(0xffffffffu, part, 16);
           if ((threadIdx.x & 16) == 0) acc[l * stride] += part;
@@ -31,14 +32,14 @@ __device__ __forceinline__ void run_segment_wgrad(const float* __restrict__ S, i
 }
 
 // run_segment_wgrad for two tasks at once, whose windows start `delta` apart in S: one column of
-// sums for both (one shared-memory update per point for 2 R multiply-adds).
-template <int R>
-__device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, int a, int delta, int ustep, int L,
-                                                   float* __restrict__ acc, int stride, const float (&g0)[R],
-                                                   const float (&g1)[R]) {
-  float2 v[R];
-  walk_segment<R, false>(
-      S + a, ustep, L, v,
+// sums for both (one shared-memory update per point for 2 x OUTPUTS multiply-adds).
+template <int OUTPUTS>
+__device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, int a, int delta, int axis_step, int L,
+                                                   float* __restrict__ acc, int stride, const float (&g0)[OUTPUTS],
+                                                   const float (&g1)[OUTPUTS]) {
+  float2 v[OUTPUTS];
+  walk_segment<OUTPUTS, false>(
+      S + a, axis_step, L, v,
       [delta](const float* p, float2& dst) {
         dst.x = p[0];
         dst.y = p[delta];
@@ -47,27 +48,23 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
         constexpr int I = decltype(i)::value;
         float part0 = 0.0f, part1 = 0.0f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          part0 += g0[r] * v[(I + r) % R].x;
-          part1 += g1[r] * v[(I + r) % R].y;
+        for (int r = 0; r < OUTPUTS; ++r) {
+          part0 += g0[r] * v[(I + r) % OUTPUTS].x;
+          part1 += g1[r] * v[(I + r) % OUTPUTS].y;
         }
         acc[l * stride] += part0 + part1;
       });
 }
 
-// The arguments of seg_wgrad_nchw_kernel, built by its launcher.
+// The arguments of seg_wgrad_nchw_kernel, built by its launcher (tables.segw is not read).
 template <typename scalar_t>
 struct SegWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  const SegInfo* info;
-  const int4* segs;
-  const int2* halo;
+  SegTableView tables;
   float* partial;
   FastGeometry g;
-  int N;
-  int chunk;
-  int pcap;
+  int N, chunk, pcap;
 };
 
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
@@ -83,24 +80,17 @@ struct SegWgradParams {
 template <typename scalar_t, int SHARE, int TASKS = 1>
 __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const SegWgradParams<scalar_t> params) {
-  const scalar_t* __restrict__ x = params.x;
   const scalar_t* __restrict__ dy = params.dy;
-  const SegInfo* __restrict__ info = params.info;
-  const int4* __restrict__ segs = params.segs;
-  const int2* __restrict__ halo = params.halo;
+  const SegInfo* __restrict__ info = params.tables.info;
+  const int2* __restrict__ halo = params.tables.halo;
   float* __restrict__ partial = params.partial;
   const FastGeometry g = params.g;
-  int N = params.N;
-  int chunk = params.chunk;
-  int pcap = params.pcap;
-  constexpr int R = kSegR;
+  const int N = params.N, chunk = params.chunk, pcap = params.pcap;
+  constexpr int OUTPUTS = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
-  const int tile = blockIdx.x % g.tiles;
-  const int ck = (blockIdx.x / g.tiles) % chunks;
-  const int c = blockIdx.x / (g.tiles * chunks);
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.H - p0), tw = min(g.TW, g.W - q0);
+  const auto [tile, ck, c] = wgrad_block(g.tiles, chunks);
+  const auto [p0, q0, th, tw] = output_tile(g, tile);
   const SegInfo inf = info[c];
   const int j0 = blockIdx.y * pcap, np = min(inf.npts - j0, pcap);  // the slice's points
   if (np <= 0) return;
@@ -111,30 +101,28 @@ __global__ void __launch_bounds__(kFastThreads)
   const int nthreads = blockDim.x;
   const int ncols = nthreads / SHARE;  // columns of sums
   const int col = SHARE == 1 ? threadIdx.x : (threadIdx.x >> 5) * 16 + (threadIdx.x & 15);
-  int4* sseg = reinterpret_cast<int4*>(smem);
+  int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* acc = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
   float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * pcap * ncols));
-  for (int s = threadIdx.x; s < inf.nseg; s += nthreads) {
-    const int4 e = segs[int64_t(c) * g.K + s];
-    sseg[s] = make_int4(e.x * pitch + e.y, e.z, e.w, 0);
-  }
+  stage_channel_segments(seg_smem, params.tables.segs + int64_t(c) * g.K, inf.nseg, pitch);
   for (int e = threadIdx.x; e < np * ncols; e += nthreads) acc[e] = 0.0f;
   int ui, uj;
   mode_step(inf.mode, &ui, &uj);
-  const int ustep = ui * pitch + uj;
+  const int axis_step = ui * pitch + uj;
   const int ntasks = seg_ntasks(inf.mode, th, tw);
   const bool vec_rows = inf.mode == 0 && rows_vectorizable<scalar_t>(dy, g.W, q0);
   const int n_end = min(N, (ck + 1) * chunk);
   for (int n = ck * chunk; n < n_end; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
     __syncthreads();  // the previous image's reads of S are done
-    stage_plane<scalar_t>(S, pitch, x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (R - 1), EH, EW);
+    stage_plane<scalar_t>(S, pitch, params.x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
+                          EW);
     __syncthreads();
     const scalar_t* dyp = dy + plane * g.H * g.W;
     // SHARE = 2: whole warps take part in every round (a lane past the last task has dy = 0).
     const int kend = SHARE == 1 ? ntasks : round_up(ntasks, 32);
     for (int k = threadIdx.x; k < kend; k += TASKS * nthreads) {
-      float gr[TASKS][R];
+      float gr[TASKS][OUTPUTS];
       int b0[TASKS];
 #pragma unroll
       for (int t = 0; t < TASKS; ++t) {
@@ -142,30 +130,30 @@ __global__ void __launch_bounds__(kFastThreads)
         const bool task = (SHARE == 1 && t == 0) || kt < ntasks;
         int p, q;
         seg_task(inf.mode, min(kt, ntasks - 1), th, tw, &p, &q);
-        if (task && vec_rows && q + R <= tw) {
+        if (task && vec_rows && q + OUTPUTS <= tw) {
           load8<scalar_t>(dyp + int64_t(p0 + p) * g.W + q0 + q, gr[t]);
         } else {
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
+          for (int r = 0; r < OUTPUTS; ++r) {
             const int pr = p + r * ui, qr = q + r * uj;
             gr[t][r] = (task && pr < th && qr >= 0 && qr < tw)
                            ? static_cast<float>(dyp[int64_t(p0 + pr) * g.W + q0 + qr])
                            : 0.0f;
           }
         }
-        b0[t] = (p + hl.x) * pitch + q + hl.y + (R - 1);
+        b0[t] = (p + hl.x) * pitch + q + hl.y + (OUTPUTS - 1);
       }
       for (int s = 0; s < inf.nseg; ++s) {
-        const int4 e = sseg[s];
+        const int4 e = seg_smem[s];
         // Points [lo, hi) of the run fall in the slice.
         const int lo = max(j0 - e.z, 0), hi = min(e.y, j0 + pcap - e.z);
         if (lo >= hi) continue;
         float* column = acc + (e.z + lo - j0) * ncols + col;
         if constexpr (TASKS == 2) {
-          run_segment_wgrad2<R>(S, b0[0] + e.x + lo * ustep, b0[1] - b0[0], ustep, hi - lo, column, ncols, gr[0],
-                                gr[1]);
+          run_segment_wgrad2<OUTPUTS>(S, b0[0] + e.x + lo * axis_step, b0[1] - b0[0], axis_step, hi - lo, column, ncols,
+                                      gr[0], gr[1]);
         } else {
-          run_segment_wgrad<R, SHARE>(S, b0[0] + e.x + lo * ustep, ustep, hi - lo, column, ncols, gr[0]);
+          run_segment_wgrad<OUTPUTS, SHARE>(S, b0[0] + e.x + lo * axis_step, axis_step, hi - lo, column, ncols, gr[0]);
         }
       }
     }

@@ -39,27 +39,16 @@ bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan) {
 }
 
 template <typename scalar_t>
-void launch_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, int sign,
-                       const int2* off, const float* w, const int* npts, const int2* halo, const int* same) {
+void launch_vec_gather(const Plan& plan, const Args<scalar_t>& a, const PointTableView<float>& tables) {
   auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "channels_last vector gather");
-  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&src, &out});
-  const VecGatherParams<scalar_t> params{
-      .src = src.data_ptr<scalar_t>(),
-      .out = out.data_ptr<scalar_t>(),
-      .bias = bias,
-      .toff = off,
-      .tw_ = w,
-      .tnpts = npts,
-      .thalo = halo,
-      .tsame = same,
-      .g = plan.fg,
-      .sign = sign,
-      .vec_ok = vec_ok,
-      .tile_bytes = static_cast<int>(plan.tile)};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&a.src, &a.out});
+  const VecGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
+                                         .tables = tables,
+                                         .g = plan.fg,
+                                         .sign = a.sign,
+                                         .vec_ok = vec_ok,
+                                         .tile_bytes = static_cast<int>(plan.tile)};
+  launch_planned(kernel, plan.launch, "channels_last vector gather", params);
 }
 
 // Domain: the stride-1 gathers, channels_last, float32/float16/bfloat16, any C and K.
@@ -73,16 +62,13 @@ bool VecGather::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void VecGather::run(const Plan& plan, const Args<scalar_t>& a) {
   const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, true);
-  launch_vec_gather<scalar_t>(plan, a.src, a.out, a.bias, a.sign, t.off(), t.w(), t.npts(), t.halo(), t.same());
+  launch_vec_gather<scalar_t>(plan, a, t.view());
 }
 
-#define MMO1D_INSTANTIATE_VEC_GATHER(T)                                                                                \
-  template bool plan_vec_gather<T>(const Problem&, int, int, Plan*);                                                   \
-  template void launch_vec_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, int, const int2*,          \
-                                     const float*, const int*, const int2*, const int*);
-MMO1D_INSTANTIATE_VEC_GATHER(float)
-MMO1D_INSTANTIATE_VEC_GATHER(c10::Half)
-MMO1D_INSTANTIATE_VEC_GATHER(c10::BFloat16)
+#define MMO1D_INSTANTIATE_VEC_GATHER(T)                              \
+  template bool plan_vec_gather<T>(const Problem&, int, int, Plan*); \
+  template void launch_vec_gather<T>(const Plan&, const Args<T>&, const PointTableView<float>&);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_VEC_GATHER)
 #undef MMO1D_INSTANTIATE_VEC_GATHER
 
 MMO1D_INSTANTIATE_FAMILY(VecGather)

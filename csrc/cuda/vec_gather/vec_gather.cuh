@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "../common/tables.cuh"
 #include "../plan.cuh"
 
 namespace mmo1d {
@@ -17,10 +18,9 @@ namespace cuda {
 template <typename scalar_t>
 bool plan_vec_gather(const Problem& p, int rows, int halo_k, Plan* plan);
 
-// out = sum_j w_j * src at offset sign * off_j (+ bias), tables of plan.fg.K rows.
+// a.out = sum_j w_j * a.src at offset a.sign * off_j (+ a.bias), tables of plan.fg.K rows.
 template <typename scalar_t>
-void launch_vec_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias, int sign,
-                       const int2* off, const float* w, const int* npts, const int2* halo, const int* same);
+void launch_vec_gather(const Plan& plan, const Args<scalar_t>& a, const PointTableView<float>& tables);
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -55,35 +55,28 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
 }
 
 template <typename scalar_t>
-at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
-                                     const int* npts, const int2* halo, const int* same, at::Tensor* bpartial) {
+at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                     const PointTableView<float>& tables, at::Tensor* bpartial) {
   const FastGeometry& g = plan.fg;
   const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "channels_last weight-gradient");
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
-  const VecWgradParams<scalar_t> params{
-      .x = x.data_ptr<scalar_t>(),
-      .dy = dy.data_ptr<scalar_t>(),
-      .toff = off,
-      .tnpts = npts,
-      .thalo = halo,
-      .tsame = same,
-      .partial = partial.data_ptr<float>(),
-      .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
-      .g = g,
-      .Hx = static_cast<int>(x.size(2)),
-      .Wx = static_cast<int>(x.size(3)),
-      .N = static_cast<int>(x.size(0)),
-      .chunk = plan.chunk,
-      .vec_ok = vec_ok,
-      .tile_bytes = static_cast<int>(plan.tile),
-      .pcap = plan.points};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const VecWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
+                                        .dy = dy.data_ptr<scalar_t>(),
+                                        .tables = tables,
+                                        .partial = partial.data_ptr<float>(),
+                                        .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
+                                        .g = g,
+                                        .Hx = static_cast<int>(x.size(2)),
+                                        .Wx = static_cast<int>(x.size(3)),
+                                        .N = static_cast<int>(x.size(0)),
+                                        .chunk = plan.chunk,
+                                        .vec_ok = vec_ok,
+                                        .tile_bytes = static_cast<int>(plan.tile),
+                                        .pcap = plan.points};
+  launch_planned(kernel, plan.launch, "channels_last weight-gradient", params);
   return partial;
 }
 
@@ -102,19 +95,17 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   const int classes = plan.classes;
   const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, false, false, classes);
   at::Tensor bpartial;
-  const at::Tensor partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.off(), t.npts(), t.halo(),
-                                                                 t.same(), a.db != nullptr ? &bpartial : nullptr);
+  const at::Tensor partial =
+      launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, t.view(), a.db != nullptr ? &bpartial : nullptr);
   launch_wgrad_reduce<scalar_t, float>(partial, t.tap_pt(), a.out, plan.fg.C, plan.fg.K, plan.parts, classes,
                                        a.db != nullptr ? &bpartial : nullptr, a.db);
 }
 
-#define MMO1D_INSTANTIATE_VEC_WGRAD(T)                                                                                 \
-  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                                    \
-  template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, const int2*,     \
-                                                   const int*, const int2*, const int*, at::Tensor*);
-MMO1D_INSTANTIATE_VEC_WGRAD(float)
-MMO1D_INSTANTIATE_VEC_WGRAD(c10::Half)
-MMO1D_INSTANTIATE_VEC_WGRAD(c10::BFloat16)
+#define MMO1D_INSTANTIATE_VEC_WGRAD(T)                                                                \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                   \
+  template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, \
+                                                   const PointTableView<float>&, at::Tensor*);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_VEC_WGRAD)
 #undef MMO1D_INSTANTIATE_VEC_WGRAD
 
 MMO1D_INSTANTIATE_FAMILY(VecWgrad)

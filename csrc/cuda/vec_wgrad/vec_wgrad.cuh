@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "../common/tables.cuh"
 #include "../plan.cuh"
 
 namespace mmo1d {
@@ -21,8 +22,8 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
 // The partial sums (classes x C, plan.parts, plan.fg.K) floats of dy * x at each point; with
 // bpartial (C x plan.parts floats, allocated here) also those of dy, the bias gradient's.
 template <typename scalar_t>
-at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, const int2* off,
-                                     const int* npts, const int2* halo, const int* same, at::Tensor* bpartial);
+at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
+                                     const PointTableView<float>& tables, at::Tensor* bpartial);
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -7,22 +7,18 @@
 namespace mmo1d {
 namespace cuda {
 
-// The arguments of vec_wgrad_nhwc_kernel, built by its launcher.
+// The arguments of vec_wgrad_nhwc_kernel, built by its launcher: x of Hx x Wx pixels, N images in
+// chunks of `chunk`, pcap points per block (tables.w is not read).
 template <typename scalar_t>
 struct VecWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  const int2* toff;
-  const int* tnpts;
-  const int2* thalo;
-  const int* tsame;
+  PointTableView<float> tables;
   float* partial;
   float* bpartial;
   FastGeometry g;
-  int Hx;
-  int Wx;
-  int N;
-  int chunk;
+  int Hx, Wx;
+  int N, chunk;
   bool vec_ok;
   int tile_bytes;
   int pcap;
@@ -37,25 +33,18 @@ struct VecWgradParams {
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
-template <typename scalar_t, int R, int P>
-__global__ void __launch_bounds__(kFastThreads, 3)
-    vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
-  const scalar_t* __restrict__ x = params.x;
+template <typename scalar_t, int OUTPUTS, int P>
+__global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
   const scalar_t* __restrict__ dy = params.dy;
-  const int2* __restrict__ toff = params.toff;
-  const int* __restrict__ tnpts = params.tnpts;
-  const int2* __restrict__ thalo = params.thalo;
-  const int* __restrict__ tsame = params.tsame;
+  const int2* __restrict__ toff = params.tables.off;
+  const int* __restrict__ tnpts = params.tables.npts;
+  const int2* __restrict__ thalo = params.tables.halo;
+  const int* __restrict__ tsame = params.tables.same;
   float* __restrict__ partial = params.partial;
   float* __restrict__ bpartial = params.bpartial;
   const FastGeometry g = params.g;
-  int Hx = params.Hx;
-  int Wx = params.Wx;
-  int N = params.N;
-  int chunk = params.chunk;
-  bool vec_ok = params.vec_ok;
-  int tile_bytes = params.tile_bytes;
-  int pcap = params.pcap;
+  const int Hx = params.Hx, Wx = params.Wx, N = params.N, chunk = params.chunk, pcap = params.pcap;
+  const bool vec_ok = params.vec_ok;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int chunks = (N + chunk - 1) / chunk;
@@ -68,12 +57,9 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   tsame += int64_t(cls) * g.C;
   partial += int64_t(cls) * g.C * g.tiles * chunks * g.K;
   const int Hs = (Hx - pa + P - 1) / P, Ws = (Wx - pb + P - 1) / P;  // source plane
-  const int tile = blockIdx.x % g.tiles;
-  const int ck = (blockIdx.x / g.tiles) % chunks;
-  const int cg = blockIdx.x / (g.tiles * chunks);
+  const auto [tile, ck, cg] = wgrad_block(g.tiles, chunks);
   const int c0 = cg * CB;
-  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
-  const int th = min(g.TH, g.H - p0), twd = min(g.TW, g.W - q0);
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int slot = warp * 8 + (lane >> 2);
   const int slots = blockDim.x >> 2;
@@ -88,7 +74,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   const bool with_bias = bpartial != nullptr && blockIdx.y == 0;
   if (np == 0 && !with_bias) return;  // a slice beyond the block's points
   const int EW = twd + 2 * pwid;
-  const int strip = min(th, tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
+  const int strip = min(th, params.tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
   int* soff = reinterpret_cast<int*>(smem);
   float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
   scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
@@ -110,20 +96,19 @@ __global__ void __launch_bounds__(kFastThreads, 3)
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
       __syncthreads();  // the previous strip's reads of S are done
-      stage_nhwc_tile<scalar_t>(S, x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
+      stage_nhwc_tile<scalar_t>(S, params.x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
                                 p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW, vec_ok, EW, int64_t(P) * Wx, P);
       __syncthreads();
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
       const int nout = sh * twd;
-      for (int base = 0; base < nout; base += slots * R) {
-        int sbB[R];  // byte offset of each output's pixel in S
-        float gv[R][V];
+      for (int base = 0; base < nout; base += slots * OUTPUTS) {
+        int sbB[OUTPUTS];  // byte offset of each output's pixel in S
+        float gv[OUTPUTS][V];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < OUTPUTS; ++r) {
           const int o = base + r * slots + slot;
-          int q;
-          const int p = div_tw(min(o, nout - 1), &q);
-          sbB[r] = (p * EW + q) * 32;
+          const auto [p, q, byte] = strip_output(div_tw, o, nout, EW);
+          sbB[r] = byte;
           const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
           if (o < nout && vec_ok) {
             load_vec<scalar_t, V>(src, gv[r]);
@@ -134,7 +119,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
         }
         if (with_bias) {
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
+          for (int r = 0; r < OUTPUTS; ++r) {
 #pragma unroll
             for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
@@ -147,7 +132,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
             const unsigned char* St =
                 reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
+            for (int r = 0; r < OUTPUTS; ++r) {
               float xv[V];
               load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
 #pragma unroll
@@ -159,7 +144,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
               const unsigned char* St =
                   reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
 #pragma unroll
-              for (int r = 0; r < R; ++r) {
+              for (int r = 0; r < OUTPUTS; ++r) {
                 part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
               }
             }

@@ -1,7 +1,7 @@
 // Launchers of the channels_last window path (float32, float16, bfloat16; C a multiple of the
 // channel block, 16-byte aligned tensors): the stride-1 gather (forward and input gradient) and the
 // stride-2 input gradient per parity class; their planning and launch for any segment tables
-// (nhwc_window.cuh).
+// (win_gather.cuh).
 #include <ATen/cuda/CUDAContext.h>
 
 #include "../common/tiling.cuh"
@@ -16,9 +16,9 @@ namespace {
 
 template <typename scalar_t>
 auto win_kernel(int classes, bool one_list) {
-  constexpr int R = WinTraits<scalar_t>::kR;
-  if (one_list) return win_gather_nhwc_kernel<scalar_t, R, 1, true>;
-  return classes == 1 ? win_gather_nhwc_kernel<scalar_t, R, 1> : win_gather_nhwc_kernel<scalar_t, R, 2>;
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
+  if (one_list) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, true>;
+  return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
 }
 
 }  // namespace
@@ -43,32 +43,20 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
 }
 
 template <typename scalar_t>
-void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTableView& tables,
                        const TapWeights<scalar_t>& taps) {
-  TORCH_CHECK(segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
+  TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
   auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
-  const LaunchShape& s = plan.launch;
-  prepare_launch(kernel, s, "channels_last window gather");
-  const WinGatherParams<scalar_t> params{
-      .src = src.data_ptr<scalar_t>(),
-      .out = out.data_ptr<scalar_t>(),
-      .bias = bias,
-      .info = info,
-      .segs = segs,
-      .segw = segw,
-      .halo = halo,
-      .g = plan.fg,
-      .OH = static_cast<int>(out.size(2)),
-      .OW = static_cast<int>(out.size(3)),
-      .tile_bytes = static_cast<int>(plan.tile),
-      .wtaps = taps.w,
-      .tap_sp = taps.tap_sp,
-      .residual = taps.residual};
-  kernel<<<grid_of(s), s.threads, s.smem, at::cuda::getCurrentCUDAStream()>>>(params);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
+  const WinGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
+                                         .tables = tables,
+                                         .g = plan.fg,
+                                         .OH = static_cast<int>(a.out.size(2)),
+                                         .OW = static_cast<int>(a.out.size(3)),
+                                         .tile_bytes = static_cast<int>(plan.tile),
+                                         .taps = taps};
+  launch_planned(kernel, plan.launch, "channels_last window gather", params);
 }
 
 // Domain: channels_last, C % (32 bytes of channels) == 0, aligned; stride 1 (forward or input
@@ -95,16 +83,13 @@ void WinGather::run(const Plan& plan, const Args<scalar_t>& a) {
   const at::Tensor w = in_blocks ? a.weight.contiguous() : at::Tensor();
   const TapWeights<scalar_t> taps =
       in_blocks ? TapWeights<scalar_t>{w.data_ptr<scalar_t>(), t.tap_sp(), a.residual} : TapWeights<scalar_t>{};
-  launch_win_gather<scalar_t>(plan, a.src, a.out, a.bias, t.info(), t.segs(), t.w(), t.halo(), taps);
+  launch_win_gather<scalar_t>(plan, a, t.view(), taps);
 }
 
-#define MMO1D_INSTANTIATE_WIN(T)                                                                            \
-  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*, bool);                    \
-  template void launch_win_gather<T>(const Plan&, const at::Tensor&, at::Tensor&, const T*, const SegInfo*, \
-                                     const int4*, const float*, const int2*, const TapWeights<T>&);
-MMO1D_INSTANTIATE_WIN(float)
-MMO1D_INSTANTIATE_WIN(c10::Half)
-MMO1D_INSTANTIATE_WIN(c10::BFloat16)
+#define MMO1D_INSTANTIATE_WIN(T)                                                         \
+  template bool plan_win_gather<T>(const Problem&, int, int, int64_t, int, Plan*, bool); \
+  template void launch_win_gather<T>(const Plan&, const Args<T>&, const SegTableView&, const TapWeights<T>&);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_WIN)
 #undef MMO1D_INSTANTIATE_WIN
 
 MMO1D_INSTANTIATE_FAMILY(WinGather)

@@ -1,6 +1,6 @@
 // The channels_last window kernel's planning and launch, for any segment tables (per channel the
 // axis, the runs of points along it and their weights; SegTables' layout): the window family
-// (nhwc_window.cu) runs it on the segments of the rounded taps, the interpolated window family
+// (win_gather.cu) runs it on the segments of the rounded taps, the interpolated window family
 // (interp_win.cu) on those of its taps' samples.
 #pragma once
 
@@ -22,11 +22,11 @@ template <typename scalar_t>
 bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int classes, Plan* plan,
                      bool one_list = false);
 
-// out = the gather of src over the segment tables (entries of plan.fg.K rows; with 4 classes, four
-// sets of C entries), with their merged weights segw or, when segw is null, those of taps.
+// a.out = the gather of a.src (+ a.bias) over the segment tables (entries of plan.fg.K rows; with 4
+// classes, four sets of C entries), with their merged weights tables.segw or, when that is null,
+// those of taps.
 template <typename scalar_t>
-void launch_win_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
-                       const SegInfo* info, const int4* segs, const float* segw, const int2* halo,
+void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTableView& tables,
                        const TapWeights<scalar_t>& taps = {});
 
 }  // namespace cuda

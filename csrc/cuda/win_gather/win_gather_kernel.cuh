@@ -11,10 +11,10 @@ namespace mmo1d {
 namespace cuda {
 
 // ---- NHWC window path (C a multiple of the channel block) --------------------------------------
-// The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each
-// holding V channels; a thread owns R outputs that follow each other along its channels' segment
-// axis and, for a segment of L points, loads R + L - 1 channel vectors from shared memory (each
-// converted to float once) for R * L * V multiply-adds. The eight pixel slots of a warp take
+// The segment windows of the NCHW fast path on an NHWC tile: four lanes share a pixel, each holding
+// V channels; a thread owns OUTPUTS outputs that follow each other along its channels' segment axis
+// and, for a segment of L points, loads OUTPUTS + L - 1 channel vectors from shared memory (each
+// converted to float once) for OUTPUTS * L * V multiply-adds. The eight pixel slots of a warp take
 // neighbouring tasks (neighbouring rows for the row axis, neighbouring columns otherwise), which
 // the odd row pitch makes conflict-free. Lanes whose V channels have different segment lists (at
 // the boundary of two angle groups that splits a lane's channels) walk them one channel at a time.
@@ -23,91 +23,92 @@ namespace cuda {
 // so each parity class is a stride-1 gather over dy with its own segment tables that writes every
 // other pixel of dx (output step OS = 2).
 
-// NV consecutive channels of a pixel <-> floats: the lane's vector (NV = V) or one channel (NV = 1).
-template <typename scalar_t, int NV>
-__device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[NV]) {
-  if constexpr (NV == 1) {
+// CHANNELS consecutive channels of a pixel <-> floats: the lane's vector (CHANNELS = V) or one
+// channel (CHANNELS = 1).
+template <typename scalar_t, int CHANNELS>
+__device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[CHANNELS]) {
+  if constexpr (CHANNELS == 1) {
     f[0] = static_cast<float>(*reinterpret_cast<const scalar_t*>(p));
   } else {
-    load_vec<scalar_t, NV>(reinterpret_cast<const scalar_t*>(p), f);
+    load_vec<scalar_t, CHANNELS>(reinterpret_cast<const scalar_t*>(p), f);
   }
 }
 
-template <typename scalar_t, int NV>
-__device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const float (&f)[NV]) {
-  if constexpr (NV == 1) {
+template <typename scalar_t, int CHANNELS>
+__device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const float (&f)[CHANNELS]) {
+  if constexpr (CHANNELS == 1) {
     *p = static_cast<scalar_t>(f[0]);
   } else {
-    store_vec<scalar_t, NV>(p, f);
+    store_vec<scalar_t, CHANNELS>(p, f);
   }
 }
 
-// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * ustep][k] for NV channels: the channels of
-// pixel i start at Sc + 32 * i. SPLIT: see walk_segment (the stride-2 forward, whose tasks also add
-// into an fp32 tile, takes the test per point: it stays free of spills).
-template <typename scalar_t, int R, int NV, bool SPLIT>
-__device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ Sc, int a, int ustep, int L,
-                                               const float* __restrict__ w, int wstride, float (&acc)[R][NV]) {
-  float v[R][NV];
-  walk_segment<R, SPLIT>(
-      Sc + a * 32, ustep * 32, L, v, [](const unsigned char* p, float (&f)[NV]) { load_channels<scalar_t, NV>(p, f); },
+// acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * axis_step][k] for CHANNELS channels: the
+// channels of pixel i start at channel_tile + 32 * i. SPLIT_TAIL: see walk_segment (the stride-2
+// forward, whose tasks also add into an fp32 tile, takes the test per point: it stays free of
+// spills).
+template <typename scalar_t, int OUTPUTS, int CHANNELS, bool SPLIT_TAIL>
+__device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ channel_tile, int a, int axis_step,
+                                               int L, const float* __restrict__ w, int wstride,
+                                               float (&acc)[OUTPUTS][CHANNELS]) {
+  float v[OUTPUTS][CHANNELS];
+  walk_segment<OUTPUTS, SPLIT_TAIL>(
+      channel_tile + a * 32, axis_step * 32, L, v,
+      [](const unsigned char* p, float (&f)[CHANNELS]) { load_channels<scalar_t, CHANNELS>(p, f); },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
-        float wl[NV];
-        load_floats<NV>(w + l * wstride, wl);
+        float wl[CHANNELS];
+        load_floats<CHANNELS>(w + l * wstride, wl);
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
+        for (int r = 0; r < OUTPUTS; ++r) {
 #pragma unroll
-          for (int k = 0; k < NV; ++k) acc[r][k] += wl[k] * v[(I + r) % R][k];
+          for (int k = 0; k < CHANNELS; ++k) acc[r][k] += wl[k] * v[(I + r) % OUTPUTS][k];
         }
       });
 }
 
 // The segment tables of a block's CB channels [c0, c0 + CB) in shared memory:
-// seg_smem[channel][s] = {offset of the segment's first point in a staged tile of this pitch, L, first
-// weight} for the nseg[channel] segments of each channel, and w_smem[point][channel] the weights (none
-// when w_smem is null).
+// seg_smem[channel][s] = {offset of the segment's first point in a staged tile of this pitch, L,
+// first weight} for the nseg[channel] segments of each channel, and w_smem[point][channel] the
+// weights (none when w_smem is null).
 template <int CB>
 __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem, float* __restrict__ w_smem,
                                                      const int4* __restrict__ segs, const float* __restrict__ segw,
                                                      const int* nseg, int c0, int K, int pitch) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
-    if (s < nseg[k]) {
-      const int4 sg = segs[int64_t(c0 + k) * K + s];
-      seg_smem[e] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
-    }
+    if (s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
     if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
 
 // The sub-tile of a th x tw output tile that the block stages at a time (sub_h x sub_w outputs; the
-// last ones along each axis may be smaller): among the heights R, 2R, ... (one per lane of warp 0,
-// all 32 lanes call this) with the widest width whose staged tile (halo ph, pw) fits in tile_bytes,
-// split evenly, the one with the least estimated work in warp instructions (tiling.h's
-// kSubtileCost*): about one per staged pixel, 3 K per task (a warp runs 8 tasks of about 26 K), a
-// latency allowance per round of tasks over the block's slots and one per sub-tile (its staging and
-// two barriers: ncu put 37% of a K=31 gather's stall samples at those barriers; on an H200 this
-// allowance took a 0-degree line from four sub-tiles of 8 x 28 outputs to two of 16 x 28, 10%
-// faster).
-template <int R>
+// last ones along each axis may be smaller): among the heights OUTPUTS, 2 OUTPUTS, ... (one per
+// lane of warp 0, all 32 lanes call this) with the widest width whose staged tile (halo ph, pw)
+// fits in tile_bytes, split evenly, the one with the least estimated work in warp instructions
+// (tiling.h's kSubtileCost*): about one per staged pixel, 3 K per task (a warp runs 8 tasks of
+// about 26 K), a latency allowance per round of tasks over the block's slots and one per sub-tile
+// (its staging and two barriers: ncu put 37% of a K=31 gather's stall samples at those barriers; on
+// an H200 this allowance took a 0-degree line from four sub-tiles of 8 x 28 outputs to two of
+// 16 x 28, 10% faster).
+template <int OUTPUTS>
 __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
                                                int slots) {
   const int lane = threadIdx.x & 31;
   float cost = __int_as_float(0x7f800000);  // +inf: no candidate
-  int2 sub = make_int2(R, R);
-  const int cand = (lane + 1) * R;
-  if (cand < round_up(th, R) + R) {
+  int2 sub = make_int2(OUTPUTS, OUTPUTS);
+  const int cand = (lane + 1) * OUTPUTS;
+  if (cand < round_up(th, OUTPUTS) + OUTPUTS) {
     const int nsh = (th + cand - 1) / cand;
-    const int sub_h = round_up((th + nsh - 1) / nsh, R);
-    const int rows = seg_tile_rows<R>(sub_h, ph);
+    const int sub_h = round_up((th + nsh - 1) / nsh, OUTPUTS);
+    const int rows = seg_tile_rows<OUTPUTS>(sub_h, ph);
     const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
-    const int sub_w_max = (cols_max - 2 * pw - 2 * (R - 1)) / R * R;
-    if (sub_w_max >= R) {
-      const int nsw = (tw + min(sub_w_max, round_up(tw, R)) - 1) / min(sub_w_max, round_up(tw, R));
-      const int sub_w = round_up((tw + nsw - 1) / nsw, R);
-      const int pitch = seg_tile_cols<R>(sub_w, pw) | 1;
-      const int tasks = seg_ntasks<R>(mode, min(sub_h, th), min(sub_w, tw));
+    const int sub_w_max = (cols_max - 2 * pw - 2 * (OUTPUTS - 1)) / OUTPUTS * OUTPUTS;
+    if (sub_w_max >= OUTPUTS) {
+      const int nsw = (tw + min(sub_w_max, round_up(tw, OUTPUTS)) - 1) / min(sub_w_max, round_up(tw, OUTPUTS));
+      const int sub_w = round_up((tw + nsw - 1) / nsw, OUTPUTS);
+      const int pitch = seg_tile_cols<OUTPUTS>(sub_w, pw) | 1;
+      const int tasks = seg_ntasks<OUTPUTS>(mode, min(sub_h, th), min(sub_w, tw));
       const int rounds = (tasks + slots - 1) / slots;
       cost = float(nsh * nsw) * (float(rows * pitch) + kSubtileCostPerTapTask * float(K) * float(tasks) +
                                  kSubtileCostPerRound * float(rounds) + kSubtileCostPerSubtile);
@@ -132,110 +133,72 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
 struct GlobalSegs {
   const int4* segs;
   int pitch;
-  __device__ __forceinline__ int4 operator[](int s) const {
-    const int4 e = segs[s];
-    return make_int4(e.x * pitch + e.y, e.z, e.w, 0);
-  }
+  __device__ __forceinline__ int4 operator[](int s) const { return staged_segment(segs[s], pitch); }
 };
 
-// The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for NV channels starting
-// at channel kc of the block (c in the tensor) that share one segment list (sseg[s]: staged, or
-// GlobalSegs). Task position (p, q)
+// The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for CHANNELS channels
+// starting at channel kc of the block (c in the tensor) that share one segment list (seg_smem[s]:
+// staged, or GlobalSegs). Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
 // pixel, stw pixels per row), one class of the stride-2 forward at a time.
-template <typename scalar_t, int R, int OS, int NV, bool ACC = false, typename Segs = const int4*>
+template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
-                                          int mode, int nseg, Segs sseg, const float* __restrict__ sw,
-                                          const float (&b)[NV], int sth, int stw, int p0s, int q0s, int ph, int pw,
-                                          int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
+                                          int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
+                                          const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
+                                          int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
                                           float* __restrict__ accs = nullptr) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
-  const int ustep = ui * pitch + uj;
-  const int ntasks = seg_ntasks<R>(mode, sth, stw);
-  const unsigned char* Sc = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  const int axis_step = ui * pitch + uj;
+  const int ntasks = seg_ntasks<OUTPUTS>(mode, sth, stw);
+  const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
   for (int t = slot; t < ntasks; t += slots) {
     int p, q;
-    seg_task<R>(mode, t, sth, stw, &p, &q);
-    const int b0 = (p + ph) * pitch + q + pw + (R - 1);
-    float acc[R][NV];
+    seg_task<OUTPUTS>(mode, t, sth, stw, &p, &q);
+    const int b0 = (p + ph) * pitch + q + pw + (OUTPUTS - 1);
+    float acc[OUTPUTS][CHANNELS];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < OUTPUTS; ++r) {
 #pragma unroll
-      for (int k = 0; k < NV; ++k) acc[r][k] = b[k];
+      for (int k = 0; k < CHANNELS; ++k) acc[r][k] = b[k];
     }
     for (int s = 0; s < nseg; ++s) {
-      const int4 e = sseg[s];
-      run_segment_px<scalar_t, R, NV, !ACC>(Sc, b0 + e.x, ustep, e.y, sw + e.z * CB + kc, CB, acc);
+      const int4 e = seg_smem[s];
+      run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x, axis_step, e.y, sw + e.z * CB + kc, CB,
+                                                        acc);
     }
     scalar_t* o = op + (int64_t(OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
-    for (int r = 0; r < R; ++r, o += ostep) {
+    for (int r = 0; r < OUTPUTS; ++r, o += ostep) {
       const int pr = p + r * ui, qr = q + r * uj;
       const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
       if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
         if constexpr (ACC) {
           float* d = accs + (pr * stw + qr) * CB + kc;
 #pragma unroll
-          for (int k = 0; k < NV; ++k) d[k] += acc[r][k];
+          for (int k = 0; k < CHANNELS; ++k) d[k] += acc[r][k];
         } else {
-          store_channels<scalar_t, NV>(o, acc[r]);
+          store_channels<scalar_t, CHANNELS>(o, acc[r]);
         }
       }
     }
   }
 }
 
-// Where a window-gather block works: CB channels from c0 of image n, the tile of th x tw positions
-// from (p0, q0) of g's plane (blockIdx.x runs over tiles, then channel blocks, then images), and
-// its threads' roles: lane, quarter (V channels of the block's CB), pixel slot and slot count (4
-// threads per slot).
-struct WinBlock {
-  int c0;
-  int64_t n;
-  int p0, q0, th, tw;
-  int lane, quarter, slot, slots;
-};
-
-template <int CB>
-__device__ __forceinline__ WinBlock win_block(const FastGeometry& g) {
-  WinBlock b;
-  const int groups = g.C / CB;
-  const int tile = blockIdx.x % g.tiles;
-  b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
-  b.n = blockIdx.x / (int64_t(g.tiles) * groups);
-  b.p0 = (tile / g.tiles_w) * g.TH;
-  b.q0 = (tile % g.tiles_w) * g.TW;
-  b.th = min(g.TH, g.H - b.p0);
-  b.tw = min(g.TW, g.W - b.q0);
-  b.lane = threadIdx.x & 31;
-  b.quarter = b.lane & 3;
-  b.slot = (threadIdx.x >> 5) * 8 + (b.lane >> 2);
-  b.slots = blockDim.x >> 2;
-  return b;
-}
-
-// The arguments of win_gather_nhwc_kernel, built by its launcher.
+// The arguments of win_gather_nhwc_kernel, built by its launcher: out has OH x OW pixels; the
+// tables' merged weights, or (tables.segw null) the taps' weights merged by the blocks.
 template <typename scalar_t>
 struct WinGatherParams {
-  const scalar_t* src;
-  scalar_t* out;
-  const scalar_t* bias;
-  const SegInfo* info;
-  const int4* segs;
-  const float* segw;
-  const int2* halo;
+  GatherIO<scalar_t> io;
+  SegTableView tables;
   FastGeometry g;
-  int OH;
-  int OW;
+  int OH, OW;
   int tile_bytes;
-  const scalar_t* wtaps;
-  const int* tap_sp;
-  bool residual;
+  TapWeights<scalar_t> taps;
 };
 
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
@@ -243,34 +206,24 @@ struct WinGatherParams {
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-// Weights: segw, merged; or, when segw is null, the (C, K) weight wtaps merged by each block through
-// the tables' tap -> slot map tap_sp (stage_merged_weights; one class of rounded taps, not ONE_LIST).
+// Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
+// the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
+// ONE_LIST).
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
-template <typename scalar_t, int R, int OS, bool ONE_LIST = false>
-__global__ void __launch_bounds__(kFastThreads, 3)
-    win_gather_nhwc_kernel(const WinGatherParams<scalar_t> params) {
-  const scalar_t* __restrict__ src = params.src;
-  scalar_t* __restrict__ out = params.out;
-  const scalar_t* __restrict__ bias = params.bias;
-  const SegInfo* __restrict__ info = params.info;
-  const int4* __restrict__ segs = params.segs;
-  const float* __restrict__ segw = params.segw;
-  const int2* __restrict__ halo = params.halo;
+template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false>
+__global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const WinGatherParams<scalar_t> params) {
+  const scalar_t* __restrict__ bias = params.io.bias;
+  const SegInfo* __restrict__ info = params.tables.info;
+  const int4* __restrict__ segs = params.tables.segs;
+  const float* __restrict__ segw = params.tables.segw;
+  const int2* __restrict__ halo = params.tables.halo;
   const FastGeometry g = params.g;
-  int OH = params.OH;
-  int OW = params.OW;
-  int tile_bytes = params.tile_bytes;
-  const scalar_t* __restrict__ wtaps = params.wtaps;
-  const int* __restrict__ tap_sp = params.tap_sp;
-  bool residual = params.residual;
+  const int OH = params.OH, OW = params.OW;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const WinBlock blk = win_block<CB>(g);
-  const int c0 = blk.c0, p0 = blk.p0, q0 = blk.q0, th = blk.th, tw = blk.tw;
-  const int64_t n = blk.n;
-  const int lane = blk.lane, quarter = blk.quarter, slot = blk.slot, slots = blk.slots;
+  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g, g.C / CB);
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
@@ -300,7 +253,7 @@ __global__ void __launch_bounds__(kFastThreads, 3)
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    const int2 sub = choose_subtile<R>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
+    const int2 sub = choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
     if (threadIdx.x == 0) {
       s_ph = ph;
       s_pw = pw;
@@ -313,61 +266,60 @@ __global__ void __launch_bounds__(kFastThreads, 3)
   }
   __syncthreads();
   const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
-  const int pitch = seg_tile_cols<R>(sw_, pw) | 1;
-  // Tables: sseg[channel][s] = {offset of the segment's first point in S, L, first weight}, sw[point][channel]
-  // (ONE_LIST: sseg holds channel c0's, the list of a block whose channels all share it).
+  const int pitch = seg_tile_cols<OUTPUTS>(sw_, pw) | 1;
+  // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
+  // sw[point][channel] (ONE_LIST: seg_smem holds channel c0's, the list of a block whose channels
+  // all share it).
   constexpr int kLists = ONE_LIST ? 1 : CB;
   const bool united = ONE_LIST && s_united != 0;
-  int4* sseg = reinterpret_cast<int4*>(smem);
+  int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * kLists));
   scalar_t* S =
       reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * kLists) + align16(sizeof(float) * g.K * CB));
   if constexpr (ONE_LIST) {
     for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
       const int k = e / g.K, s = e - k * g.K;
-      if (united && k == 0 && s < s_nseg[0]) {
-        const int4 sg = segs[int64_t(c0) * g.K + s];
-        sseg[s] = make_int4(sg.x * pitch + sg.y, sg.z, sg.w, 0);
-      }
+      if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
       sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
     }
   } else if (segw != nullptr) {
-    stage_segment_tables<CB>(sseg, sw, segs, segw, s_nseg, c0, g.K, pitch);
+    stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
   } else {
-    stage_segment_tables<CB>(sseg, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
-    stage_merged_weights<scalar_t, CB>(sw, wtaps, tap_sp, c0, g.K, residual);
+    stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
   }
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
-  const scalar_t* img = src + n * g.H * g.W * g.C;
-  scalar_t* op = out + n * OH * OW * g.C;
+  const scalar_t* img = params.io.src + n * g.H * g.W * g.C;
+  scalar_t* op = params.io.out + n * OH * OW * g.C;
   const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
   for (int sub = 0; sub < subs; ++sub) {
     const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
     const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (R - 1),
-                              seg_tile_rows<R>(sth, ph), seg_tile_cols<R>(stw, pw), true, pitch, g.W, 1);
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1),
+                              seg_tile_rows<OUTPUTS>(sth, ph), seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
     __syncthreads();
-    // The tasks of NV channels from kc of the block over the list (sseg's or GlobalSegs) of channel kl.
+    // The tasks of CHANNELS channels from kc of the block over the list (seg_smem's or GlobalSegs) of
+    // channel kl.
     auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-      win_tasks<scalar_t, R, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth,
-                                                      stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW, oa, ob, g.C, slot,
-                                                      slots);
+      win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
+                                                            bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW,
+                                                            oa, ob, g.C, slot, slots);
     };
     // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
     auto list_of = [&](int kc) {
       if constexpr (ONE_LIST) {
         return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
       } else {
-        return static_cast<const int4*>(sseg + kc * g.K);
+        return static_cast<const int4*>(seg_smem + kc * g.K);
       }
     };
     if (ONE_LIST && united) {
       // Every channel of the block has channel c0's list, mode and segment count.
-      tasks(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(sseg));
+      tasks(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(seg_smem));
     } else if (s_uniform[quarter]) {
       tasks(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
     } else {
