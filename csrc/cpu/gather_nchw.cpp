@@ -29,63 +29,37 @@ struct ConvArgs {
   int64_t C, Hin, Win, Hout, Wout, s;
 };
 
-template <typename T, int VB, int R, int VQ>
-MMO1D_CPU_INLINE void conv_planes(const ConvArgs<T>& a, const Block& block, int64_t begin, int64_t end) {
-  const Plan& plan = *a.plan;
-  std::vector<T> buf;
-  std::vector<PlaneTap<T>> taps;
-  for (int64_t plane = begin; plane < end; ++plane) {
-    const int64_t c = plane % a.C;
-    const int64_t r = plan.run_of[c];
-    const Run& run = plan.runs[r];
-    const PlaneLayout lay = make_layout(a.Hin, a.Win, a.Hout, a.s, (*a.pad_h)[r], (*a.pad_w)[r], block);
-    buf.resize(std::max<size_t>(buf.size(), lay.size()));
-    fill_plane(buf.data(), a.in + plane * a.Hin * a.Win, lay);
-    taps.clear();
-    for (int64_t e = 0; e < run.ne; ++e) {
-      const Offset o = plan.entries[run.e0 + e];
-      taps.push_back({lay.tap_offset(o.dh, o.dw), a.merged[run.w0 + e * run.len() + (c - run.c0)]});
-    }
-    if (a.residual) {
-      taps.push_back({lay.tap_offset(0, 0), T(1)});
-    }
-    conv_plane<T, VB, R, VQ>(buf.data(), lay, taps.data(), static_cast<int64_t>(taps.size()),
-                             a.bias != nullptr ? a.bias[c] : T(0), a.out + plane * a.Hout * a.Wout, a.Hout, a.Wout);
-  }
-}
-
 // Planes (n, c): out = bias + sum over entries of w * in at (p*s + dh, q*s + dw) (+ in at (p*s, q*s)).
-template <typename T>
+template <typename T, int VB, int R, int VQ>
 struct ConvPlanes {
-  using Args = ConvArgs<T>;
-
-  template <int VB>
-  static MMO1D_CPU_INLINE void run(const Args& a, int64_t begin, int64_t end) {
-    constexpr int kLanes = VB / sizeof(T);
-    constexpr int kAcc = kAccumulators<VB>;
-    const Block block = choose_block(a.Wout, kLanes, kAcc);
-    switch (block.VQ) {
-      case 1:
-        return conv_planes<T, VB, kAcc, 1>(a, block, begin, end);
-      case 2:
-        return conv_planes<T, VB, kAcc / 2, 2>(a, block, begin, end);
-      case 4:
-        return conv_planes<T, VB, kAcc / 4, 4>(a, block, begin, end);
-      case 8:
-        return conv_planes<T, VB, kAcc / 8, 8>(a, block, begin, end);
-      default:
-        if constexpr (kAcc >= 16) {
-          return conv_planes<T, VB, kAcc / 16, 16>(a, block, begin, end);
-        }
+  static MMO1D_CPU_INLINE void run(const ConvArgs<T>& a, const Block& block, int64_t begin, int64_t end) {
+    const Plan& plan = *a.plan;
+    std::vector<T> buf;
+    std::vector<PlaneTap<T>> taps;
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t c = plane % a.C;
+      const int64_t r = plan.run_of[c];
+      const Run& run = plan.runs[r];
+      const PlaneLayout lay = make_layout(a.Hin, a.Win, a.Hout, a.s, (*a.pad_h)[r], (*a.pad_w)[r], block);
+      buf.resize(std::max<size_t>(buf.size(), lay.size()));
+      fill_plane(buf.data(), a.in + plane * a.Hin * a.Win, lay);
+      taps.clear();
+      for (int64_t e = 0; e < run.ne; ++e) {
+        const Offset o = plan.entries[run.e0 + e];
+        taps.push_back({lay.tap_offset(o.dh, o.dw), a.merged[run.w0 + e * run.len() + (c - run.c0)]});
+      }
+      if (a.residual) {
+        taps.push_back({lay.tap_offset(0, 0), T(1)});
+      }
+      conv_plane<T, VB, R, VQ>(buf.data(), lay, taps.data(), static_cast<int64_t>(taps.size()),
+                               a.bias != nullptr ? a.bias[c] : T(0), a.out + plane * a.Hout * a.Wout, a.Hout, a.Wout);
     }
   }
 };
 
 template <typename T>
 void run_conv(const ConvArgs<T>& args, int64_t N, int64_t K) {
-  const auto kernel = select_kernel<ConvPlanes<T>>();
-  at::parallel_for(0, N * args.C, grain_for(args.Hout * args.Wout * K),
-                   [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+  parallel_run<BlockedPlanes<T, ConvPlanes>>(args, N * args.C, grain_for(args.Hout * args.Wout * K));
 }
 
 void run_pads(const Plan& plan, std::vector<int64_t>* pad_h, std::vector<int64_t>* pad_w) {

@@ -64,10 +64,8 @@ struct GatherArgs {
 // along the line like horizontal taps); work item = (n, tile of up to `tile` lines).
 template <typename T>
 struct GatherTiles {
-  using Args = GatherArgs<T>;
-
   template <int VB>
-  static MMO1D_CPU_INLINE void run(const Args& a, int64_t begin, int64_t end) {
+  static MMO1D_CPU_INLINE void run(const GatherArgs<T>& a, int64_t begin, int64_t end) {
     const Plan& plan = *a.plan;
     const int64_t lines = a.column_pass ? a.Wout : a.Hout;
     const int64_t tiles_per_image = (lines + a.tile - 1) / a.tile;
@@ -112,13 +110,12 @@ struct GatherTiles {
 
 // Lines (n, h) of the input gradient at stride s >= 2, phase by phase (see the top of the file):
 // the taps of run r for rows h with mod(h, s) = hm and column phase ph are list
-// (r * s + hm) * s + ph, counted from row floor(h / s) of grad_output.
+// (r * s + hm) * s + ph, counted from row floor(h / s) of grad_output. The arguments' in is
+// grad_output (Hin x Win = Ho x Wo), out is dx (Hout x Wout = H x W).
 template <typename T>
 struct StridedInputGradLines {
-  using Args = GatherArgs<T>;  // in: grad_output (Hin x Win = Ho x Wo), out: dx (Hout x Wout = H x W)
-
   template <int VB>
-  static MMO1D_CPU_INLINE void run(const Args& a, int64_t begin, int64_t end) {
+  static MMO1D_CPU_INLINE void run(const GatherArgs<T>& a, int64_t begin, int64_t end) {
     const Plan& plan = *a.plan;
     const int64_t s = a.s;
     for (int64_t line = begin; line < end; ++line) {
@@ -234,7 +231,6 @@ void run_gather(GatherArgs<T> args, int64_t N, int64_t K) {
   const bool any_columns = std::find(columns.begin(), columns.end(), 1) != columns.end();
   // Overhangs into the runs of the other pass cannot rely on being rewritten later.
   args.blend = any_rows && any_columns;
-  const auto kernel = select_kernel<GatherTiles<T>>();
   for (const bool column_pass : {false, true}) {
     if (!(column_pass ? any_columns : any_rows)) {
       continue;
@@ -244,8 +240,7 @@ void run_gather(GatherArgs<T> args, int64_t N, int64_t K) {
     args.tile = tile_lines(N, lines);
     const int64_t items = N * ((lines + args.tile - 1) / args.tile);
     const int64_t line_work = (column_pass ? args.Hout : args.Wout) * args.C * K;
-    at::parallel_for(0, items, grain_for(args.tile * line_work),
-                     [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+    parallel_run<GatherTiles<T>>(args, items, grain_for(args.tile * line_work));
   }
 }
 
@@ -275,9 +270,7 @@ void nhwc_backward_input(const T* dy, const Plan& plan, const T* merged, T* dx, 
   }
   const TapLists<T> lists = strided_taps(plan, merged, res, g.C, g.s, g.Wo, g.W);
   const GatherArgs<T> args{dy, dx, nullptr, &plan, &lists, g.C, g.Ho, g.Wo, g.H, g.W, g.s, nullptr, false, false, 1};
-  const auto kernel = select_kernel<StridedInputGradLines<T>>();
-  at::parallel_for(0, g.N * g.H, grain_for(g.W * g.C * g.K / g.s),
-                   [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+  parallel_run<StridedInputGradLines<T>>(args, g.N * g.H, grain_for(g.W * g.C * g.K / g.s));
 }
 
 MMO1D_CPU_INSTANTIATE_GATHER(nhwc, float)

@@ -49,6 +49,33 @@ inline Block choose_block(int64_t Wo, int lanes, int accumulators) {
   return {accumulators / VQ, VQ, (Wo + width - 1) / width * width};
 }
 
+// A kernel family (simd.h) of NCHW planes computed in register blocks: the block is chosen from the
+// output width (Args::Wout), and Blocks<T, VB, R, VQ>::run(args, block, begin, end) computes the
+// work items [begin, end) with it.
+template <typename T, template <typename, int, int, int> class Blocks>
+struct BlockedPlanes {
+  template <int VB, typename Args>
+  static MMO1D_CPU_INLINE void run(const Args& a, int64_t begin, int64_t end) {
+    constexpr int kLanes = VB / sizeof(T);
+    constexpr int kAcc = kAccumulators<VB>;
+    const Block block = choose_block(a.Wout, kLanes, kAcc);
+    switch (block.VQ) {
+      case 1:
+        return Blocks<T, VB, kAcc, 1>::run(a, block, begin, end);
+      case 2:
+        return Blocks<T, VB, kAcc / 2, 2>::run(a, block, begin, end);
+      case 4:
+        return Blocks<T, VB, kAcc / 4, 4>::run(a, block, begin, end);
+      case 8:
+        return Blocks<T, VB, kAcc / 8, 8>::run(a, block, begin, end);
+      default:
+        if constexpr (kAcc >= 16) {
+          return Blocks<T, VB, kAcc / 16, 16>::run(a, block, begin, end);
+        }
+    }
+  }
+};
+
 // The layout for a plane of H x W at stride s, outputs Ho x Wo, taps within |dh| <= ph, |dw| <= pw.
 inline PlaneLayout make_layout(int64_t H, int64_t W, int64_t Ho, int64_t s, int64_t ph, int64_t pw,
                                const Block& block) {

@@ -10,6 +10,8 @@
 // as it does for ATen's own kernels.
 #pragma once
 
+#include <ATen/Parallel.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -112,43 +114,52 @@ enum class Isa { kDefault, kAvx2, kAvx512 };
 // allows (decided once).
 Isa cpu_isa();
 
-// A kernel family is a struct with `using Args = ...;` and
+// A kernel family is a struct with
 // `template <int VB> static MMO1D_CPU_INLINE void run(const Args&, int64_t begin, int64_t end)`,
-// which processes the work items [begin, end) with vectors of VB bytes.
-template <class Kernel>
-using RangeFn = void (*)(const typename Kernel::Args&, int64_t, int64_t);
+// which processes the work items [begin, end) described by its arguments (Args) with vectors of VB
+// bytes.
+template <typename Args>
+using RangeFn = void (*)(const Args&, int64_t, int64_t);
 
-template <class Kernel>
-void run_baseline(const typename Kernel::Args& args, int64_t begin, int64_t end) {
+template <class Kernel, typename Args>
+void run_baseline(const Args& args, int64_t begin, int64_t end) {
   Kernel::template run<16>(args, begin, end);
 }
 
 #if MMO1D_CPU_X86
-template <class Kernel>
-MMO1D_TARGET_AVX2 void run_avx2(const typename Kernel::Args& args, int64_t begin, int64_t end) {
+template <class Kernel, typename Args>
+MMO1D_TARGET_AVX2 void run_avx2(const Args& args, int64_t begin, int64_t end) {
   Kernel::template run<32>(args, begin, end);
 }
 
-template <class Kernel>
-MMO1D_TARGET_AVX512 void run_avx512(const typename Kernel::Args& args, int64_t begin, int64_t end) {
+template <class Kernel, typename Args>
+MMO1D_TARGET_AVX512 void run_avx512(const Args& args, int64_t begin, int64_t end) {
   Kernel::template run<64>(args, begin, end);
 }
 #endif
 
 // The variant of `Kernel` for the instruction set of this CPU.
-template <class Kernel>
-RangeFn<Kernel> select_kernel() {
+template <class Kernel, typename Args>
+RangeFn<Args> select_kernel() {
 #if MMO1D_CPU_X86
   switch (cpu_isa()) {
     case Isa::kAvx512:
-      return &run_avx512<Kernel>;
+      return &run_avx512<Kernel, Args>;
     case Isa::kAvx2:
-      return &run_avx2<Kernel>;
+      return &run_avx2<Kernel, Args>;
     case Isa::kDefault:
       break;
   }
 #endif
-  return &run_baseline<Kernel>;
+  return &run_baseline<Kernel, Args>;
+}
+
+// Runs the variant of `Kernel` for this CPU over the work items [0, items), in tasks of at least
+// `grain` items (at::parallel_for).
+template <class Kernel, typename Args>
+void parallel_run(const Args& args, int64_t items, int64_t grain) {
+  const RangeFn<Args> kernel = select_kernel<Kernel, Args>();
+  at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
 }
 
 }  // namespace cpu

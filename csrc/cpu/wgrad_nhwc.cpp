@@ -33,10 +33,8 @@ struct WeightGradArgs {
 // Work item = (block of lines, run).
 template <typename T>
 struct WeightGradTasks {
-  using Args = WeightGradArgs<T>;
-
   template <int VB>
-  static MMO1D_CPU_INLINE void run(const Args& a, int64_t begin, int64_t end) {
+  static MMO1D_CPU_INLINE void run(const WeightGradArgs<T>& a, int64_t begin, int64_t end) {
     const Plan& plan = *a.plan;
     const int64_t nruns = static_cast<int64_t>(plan.runs.size());
     for (int64_t item = begin; item < end; ++item) {
@@ -79,8 +77,7 @@ void nhwc_backward_weight(const T* dy, const T* x, const Plan& plan, double* gra
   }
   const WeightGradArgs<T> args{dy,  x,   &plan, taps.data(), partial.data(), blocks, lines,
                                g.C, g.H, g.W,   g.Ho,        g.Wo,           g.s};
-  const auto kernel = select_kernel<WeightGradTasks<T>>();
-  at::parallel_for(0, blocks * nruns, 1, [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+  parallel_run<WeightGradTasks<T>>(args, blocks * nruns, 1);
   at::parallel_for(0, plan.merged_size, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       double total = 0.0;
