@@ -138,6 +138,15 @@ inline at::Tensor bias_grad_in_slices(const at::Tensor& grad_output) {
   return acc.to(grad_output.scalar_type());
 }
 
+// The tap rule of a call of the weight, angle and bias gradients: as parse_tap_rule, with an error
+// when the angles' gradient is asked of a rounded rule (its output is piecewise constant in them).
+inline TapRule params_tap_rule(c10::string_view rounding, double sigma, double radius, bool need_theta) {
+  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
+  TORCH_CHECK(!need_theta || rule.interpolated(), "oriented_dwconv1d: the angles have no gradient with rounding '",
+              std::string(rounding), "' (only 'bilinear' and 'gaussian' give one)");
+  return rule;
+}
+
 // The pass a path query names: 0 "forward", 1 "backward_input", 2 "backward_weight".
 inline int pass_index(c10::string_view pass) {
   if (pass == "forward") return 0;

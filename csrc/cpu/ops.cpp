@@ -100,9 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params_cpu(const at::Ten
                                                                    c10::string_view rounding, double sigma,
                                                                    double radius, bool need_bias, bool need_theta) {
   const at::Tensor weight = taps_view(weight_arg);
-  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
-  TORCH_CHECK(!need_theta || rule.interpolated(), "oriented_dwconv1d: the angles have no gradient with rounding '",
-              std::string(rounding), "' (only 'bilinear' and 'gaussian' give one)");
+  const TapRule rule = params_tap_rule(rounding, sigma, radius, need_theta);
   const Geometry g = backward_geometry(grad_output, input, weight, theta, stride);
   at::Tensor db = need_bias ? bias_grad(grad_output) : at::empty({0}, input.options());
   if (!rule.interpolated()) {

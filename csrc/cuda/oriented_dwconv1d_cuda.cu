@@ -86,9 +86,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params_cuda(const at::Te
                                                                     c10::string_view rounding, double sigma,
                                                                     double radius, bool need_bias, bool need_theta) {
   const at::Tensor weight = taps_view(weight_arg);
-  const TapRule rule = parse_tap_rule(rounding, sigma, radius);
-  TORCH_CHECK(!need_theta || rule.interpolated(), "oriented_dwconv1d: the angles have no gradient with rounding '",
-              std::string(rounding), "' (only 'bilinear' and 'gaussian' give one)");
+  const TapRule rule = params_tap_rule(rounding, sigma, radius, need_theta);
   const Entry e(input, weight, theta, c10::nullopt, stride, &grad_output);
   const bool with_db = need_bias || rule.interpolated();
   at::Tensor dw = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
