@@ -21,7 +21,7 @@ _spec.loader.exec_module(benchmark_tool)
 def test_cpu_smoke(tmp_path, capsys, monkeypatch):
     # Hide timm whether or not it is installed: the baseline must be skipped with a message.
     monkeypatch.setitem(sys.modules, 'timm', None)
-    result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '64', '--archs', 'tiny',
+    result = benchmark_tool.main(['--device', 'cpu', '--batch-size', '2', '--img-size', '32', '--archs', 'tiny',
                                   '--variants', '1dpp', '--repeats', '1', '--rounds', '3', '--warmup', '0',
                                   '--out-dir', str(tmp_path)])['tiny']
     out = capsys.readouterr().out
