@@ -1,4 +1,6 @@
 """The shipped mmseg / mmdet / demo configs: settings of the paper, building and a forward pass."""
+import copy
+import functools
 import re
 from pathlib import Path
 from typing import List, Tuple
@@ -32,8 +34,14 @@ def _size_and_variant(path: Path) -> Tuple[str, str]:
     return size, match.group(2)
 
 
-def _load(path: Path) -> Config:
+@functools.cache
+def _parsed(path: Path) -> Config:
     return Config.fromfile(str(path))
+
+
+def _load(path: Path) -> Config:
+    """A config of its own for each test, parsed once per file (the tests change theirs)."""
+    return copy.deepcopy(_parsed(path))
 
 
 def _learnable(path: Path) -> bool:
@@ -164,6 +172,14 @@ def _shrink(cfg: Config) -> None:
         cfg.model.neck.in_channels = TINY_ARCH['channels']
 
 
+def _few_proposals(cfg: Config) -> None:
+    """At most 20 proposals per image at test time (the recipes keep 1000): the three 4conv1fc box
+    heads of a Cascade R-CNN on each proposal cost most of a CPU forward, and the structure of the
+    predictions does not depend on how many there are."""
+    if cfg.default_scope == 'mmdet':
+        cfg.model.test_cfg.rpn.max_per_img = 20
+
+
 def _forward(cfg: Config, model: torch.nn.Module) -> None:
     """One prediction on a 64x64 image; checks the output structure."""
     if cfg.default_scope == 'mmseg':
@@ -189,6 +205,7 @@ def test_builds_and_predicts(path: Path) -> None:
     size, variant = _size_and_variant(path)
     if size != 'demo':
         _shrink(cfg)
+    _few_proposals(cfg)
     model = _build(cfg)
     assert type(model.backbone).__name__ == 'OrientedConvNeXt'
     assert model.backbone.variant == variant
@@ -201,6 +218,7 @@ def test_builds_and_predicts(path: Path) -> None:
 ], ids=['upernet-tiny-1d', 'cascade-t-1d'])
 def test_full_size_tiny_builds_and_predicts(path: Path) -> None:
     cfg = _load(path)
+    _few_proposals(cfg)
     model = _build(cfg)
     num_params = sum(p.numel() for p in model.backbone.parameters())
     assert 27e6 < num_params < 29e6  # ConvNeXt-T-1D: 28.5M with its classifier head (0.77M)
