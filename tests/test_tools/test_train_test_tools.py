@@ -1,5 +1,11 @@
-"""tools/train.py, tools/test.py and tools/dist_*.sh on the CPU demo configs and demo data."""
+"""tools/train.py, tools/test.py and tools/dist_*.sh on the CPU demo configs and demo data.
+
+One training and one test run go through the command line (``python tools/train.py ...``), as
+``.dev_scripts/gpu_downstream.sh`` calls them; the other runs call the tools' ``main(argv)`` in this
+process with the same arguments, which saves each a fresh interpreter importing the toolboxes.
+"""
 import importlib.util
+import itertools
 import json
 import os
 import pickle
@@ -49,28 +55,68 @@ def _run(argv: List[str], cwd: Path, env: Optional[Dict[str, str]] = None) -> st
     return output
 
 
-def _train(cwd: Path, cfg: Path, work_dir: Path, options: List[str], extra: List[str] = ()) -> str:
-    return _run([sys.executable, str(TOOLS / 'train.py'), str(cfg), '--work-dir', str(work_dir),
-                 *extra, '--cfg-options', *FAST, *options], cwd)
+def _train_argv(cfg: Path, work_dir: Path, options: List[str], extra: List[str] = ()) -> List[str]:
+    return [str(cfg), '--work-dir', str(work_dir), *extra, '--cfg-options', *FAST, *options]
 
 
-def _test(cwd: Path, cfg: Path, checkpoint: Path, work_dir: Path, extra: List[str] = (),
-          options: List[str] = ()) -> str:
-    return _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir',
-                 str(work_dir), *extra, '--cfg-options', *FAST, *options], cwd)
+def _test_argv(cfg: Path, checkpoint: Path, work_dir: Path, extra: List[str] = (),
+               options: List[str] = ()) -> List[str]:
+    return [str(cfg), str(checkpoint), '--work-dir', str(work_dir), *extra, '--cfg-options', *FAST, *options]
+
+
+def _latest_run(work_dir: Path) -> Path:
+    """The newest ``<work_dir>/<timestamp>`` folder (a resumed run adds one beside the old)."""
+    return sorted(p for p in work_dir.iterdir() if p.is_dir() and p.name[:8].isdigit())[-1]
 
 
 def _scalars(work_dir: Path) -> List[dict]:
     """The json log records of the most recent run in ``work_dir``."""
-    runs = sorted(p for p in work_dir.iterdir() if p.is_dir() and p.name[:8].isdigit())
-    path = runs[-1] / 'vis_data' / 'scalars.json'
+    path = _latest_run(work_dir) / 'vis_data' / 'scalars.json'
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def _test_metrics(work_dir: Path) -> dict:
     """The metrics a test run wrote to ``<work_dir>/<timestamp>/<timestamp>.json``."""
-    runs = sorted(p for p in work_dir.iterdir() if p.is_dir() and p.name[:8].isdigit())
-    return json.loads((runs[-1] / f'{runs[-1].name}.json').read_text())
+    run = _latest_run(work_dir)
+    return json.loads((run / f'{run.name}.json').read_text())
+
+
+def _log(work_dir: Path) -> str:
+    """What the most recent run in ``work_dir`` logged (mmengine writes its console log there too)."""
+    run = _latest_run(work_dir)
+    return (run / f'{run.name}.log').read_text()
+
+
+@pytest.fixture(scope='module')
+def train_tool() -> ModuleType:
+    return _load_tool('train')
+
+
+@pytest.fixture(scope='module')
+def test_tool() -> ModuleType:
+    return _load_tool('test')
+
+
+_RUN_IDS = itertools.count()
+
+
+def _in_process(tool: ModuleType, argv: List[str]) -> None:
+    """``tool.main(argv)`` in this process, the run's visualizer under a name of its own.
+
+    mmseg's and mmdet's configs name their visualizer ``'visualizer'``, and mmengine hands a second
+    Runner of one process the instance of the first, which writes the scalars into the first run's
+    folder.
+    """
+    options = [] if '--cfg-options' in argv else ['--cfg-options']
+    tool.main([*argv, *options, f'visualizer.name=in_process_{next(_RUN_IDS)}'])
+
+
+@pytest.fixture
+def in_workspace(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in ``workspace`` as the command-line runs do; the tools' ``LOCAL_RANK`` is undone after."""
+    monkeypatch.chdir(workspace)
+    monkeypatch.delenv('LOCAL_RANK', raising=False)
+    return workspace
 
 
 @pytest.fixture(scope='module')
@@ -86,9 +132,23 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def seg_run(workspace: Path) -> Path:
     """A 4-iteration UperNet run with checkpoints at 2 and 4 and a validation at the end."""
     work_dir = workspace / 'work_dirs' / 'seg'
-    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=4', 'train_cfg.val_interval=4',
-                                                   'default_hooks.checkpoint.interval=2'])
+    output = _run([sys.executable, str(TOOLS / 'train.py'),
+                   *_train_argv(SEG_CFG, work_dir, ['train_cfg.max_iters=4', 'train_cfg.val_interval=4',
+                                                    'default_hooks.checkpoint.interval=2'])], workspace)
     (workspace / 'work_dirs' / 'seg.train.log').write_text(output)
+    return work_dir
+
+
+@pytest.fixture(scope='module')
+def seg_test_run(seg_run: Path, workspace: Path) -> Path:
+    """``python tools/test.py`` on the last checkpoint, with predictions and paintings written; its
+    console output is saved beside the work directory as ``seg.test.log``."""
+    work_dir = workspace / 'work_dirs' / 'seg_test'
+    output = _run([sys.executable, str(TOOLS / 'test.py'),
+                   *_test_argv(SEG_CFG, seg_run / 'iter_4.pth', work_dir,
+                               ['--out', str(workspace / 'seg_preds'), '--show-dir', str(workspace / 'seg_vis')])],
+                  workspace)
+    (workspace / 'work_dirs' / 'seg.test.log').write_text(output)
     return work_dir
 
 
@@ -113,40 +173,37 @@ def test_checkpoint_needs_the_allow_list_on_this_torch(seg_run: Path) -> None:
     assert proc.returncode != 0 and 'HistoryBuffer' in proc.stderr + proc.stdout
 
 
-def test_seg_resume_auto_continues_after_the_last_checkpoint(seg_run: Path, workspace: Path) -> None:
-    work_dir = workspace / 'work_dirs' / 'seg_resume_auto'
+def test_seg_resume_auto_continues_after_the_last_checkpoint(seg_run: Path, in_workspace: Path,
+                                                             train_tool: ModuleType) -> None:
+    work_dir = in_workspace / 'work_dirs' / 'seg_resume_auto'
     shutil.copytree(seg_run, work_dir)
-    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=6', 'train_cfg.val_interval=6',
-                                                   'default_hooks.checkpoint.interval=2'],
-                    extra=['--resume'])
-    assert 'resumed' in output.lower()
+    _in_process(train_tool, _train_argv(SEG_CFG, work_dir, ['train_cfg.max_iters=6', 'train_cfg.val_interval=6',
+                                                    'default_hooks.checkpoint.interval=2'], extra=['--resume']))
+    assert 'resumed' in _log(work_dir).lower()
     assert [r['iter'] for r in _scalars(work_dir) if 'loss' in r] == [5, 6]
     assert (work_dir / 'iter_6.pth').is_file()
 
 
-def test_seg_resume_from_a_given_checkpoint(seg_run: Path, workspace: Path) -> None:
-    work_dir = workspace / 'work_dirs' / 'seg_resume_path'
-    output = _train(workspace, SEG_CFG, work_dir, ['train_cfg.max_iters=3', 'train_cfg.val_interval=100',
-                                                   'default_hooks.checkpoint.interval=3'],
-                    extra=['--resume', str(seg_run / 'iter_2.pth')])
-    assert 'resumed' in output.lower()
+def test_seg_resume_from_a_given_checkpoint(seg_run: Path, in_workspace: Path, train_tool: ModuleType) -> None:
+    work_dir = in_workspace / 'work_dirs' / 'seg_resume_path'
+    _in_process(train_tool, _train_argv(SEG_CFG, work_dir, ['train_cfg.max_iters=3', 'train_cfg.val_interval=100',
+                                                    'default_hooks.checkpoint.interval=3'],
+                                extra=['--resume', str(seg_run / 'iter_2.pth')]))
+    assert 'resumed' in _log(work_dir).lower()
     assert [r['iter'] for r in _scalars(work_dir) if 'loss' in r] == [3]
     resumed = torch.load(work_dir / 'iter_3.pth', map_location='cpu', weights_only=False)
     assert resumed['meta']['iter'] == 3
 
 
-def test_seg_test_writes_metrics_predictions_and_paintings(seg_run: Path, workspace: Path) -> None:
-    work_dir = workspace / 'work_dirs' / 'seg_test'
+def test_seg_test_writes_metrics_predictions_and_paintings(seg_test_run: Path, workspace: Path) -> None:
     pred_dir, show_dir = workspace / 'seg_preds', workspace / 'seg_vis'
-    _test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work_dir,
-          ['--out', str(pred_dir), '--show-dir', str(show_dir)])
-    metrics = _test_metrics(work_dir)
+    metrics = _test_metrics(seg_test_run)
     assert 0 <= metrics['mIoU'] <= 100 and 0 < metrics['aAcc'] <= 100
     assert len(list(pred_dir.glob('*.png'))) == NUM_ADE_VAL
     assert len(list(show_dir.rglob('*.png'))) == NUM_ADE_VAL
 
 
-def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
+def test_downstream_summary_of_a_run(seg_run: Path, seg_test_run: Path, workspace: Path) -> None:
     """mmo1d.benchmark.downstream_runs on the folders and logs that train.py and test.py wrote."""
     from mmo1d.benchmark import downstream_runs as summary_tool
     out = workspace / 'downstream'
@@ -154,7 +211,8 @@ def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
     work.mkdir(parents=True)
     (work / 'train').symlink_to(seg_run, target_is_directory=True)
     (work / 'train.log').symlink_to(workspace / 'work_dirs' / 'seg.train.log')
-    (work / 'test.log').write_text(_test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work / 'test'))
+    (work / 'test').symlink_to(seg_test_run, target_is_directory=True)
+    (work / 'test.log').symlink_to(workspace / 'work_dirs' / 'seg.test.log')
     summary_tool.main([str(out), 'cpu-check', '0', '4', 'false', f'seg-demo-1d {SEG_CFG}'])
     saved = json.loads((out / 'downstream_train_test_cpu.json').read_text())
     assert saved['mode'] == 'cpu-check' and saved['completed'] is False and saved['device'] == 'cpu'
@@ -171,11 +229,11 @@ def test_downstream_summary_of_a_run(seg_run: Path, workspace: Path) -> None:
     assert run['test_metrics']['mIoU'] == metrics['mIoU']
 
 
-def test_seg_tta_and_pickled_predictions(seg_run: Path, workspace: Path) -> None:
-    work_dir = workspace / 'work_dirs' / 'seg_tta'
-    out = workspace / 'seg_tta.pkl'
-    output = _test(workspace, SEG_CFG, seg_run / 'iter_4.pth', work_dir, ['--tta', '--out', str(out)])
-    assert 'SegTTAModel' in output
+def test_seg_tta_and_pickled_predictions(seg_run: Path, in_workspace: Path, test_tool: ModuleType) -> None:
+    work_dir = in_workspace / 'work_dirs' / 'seg_tta'
+    out = in_workspace / 'seg_tta.pkl'
+    _in_process(test_tool, _test_argv(SEG_CFG, seg_run / 'iter_4.pth', work_dir, ['--tta', '--out', str(out)]))
+    assert 'SegTTAModel' in _log(work_dir)
     assert 0 <= _test_metrics(work_dir)['mIoU'] <= 100
     with open(out, 'rb') as f:
         predictions = pickle.load(f)
@@ -183,14 +241,16 @@ def test_seg_tta_and_pickled_predictions(seg_run: Path, workspace: Path) -> None
     assert predictions[0]['pred_sem_seg']['data'].shape[-2:] == (128, 128)
 
 
-def test_learnable_angles_logged_in_training_and_drawn_from_the_checkpoint(workspace: Path, tmp_path: Path) -> None:
+def test_learnable_angles_logged_in_training_and_drawn_from_the_checkpoint(in_workspace: Path, tmp_path: Path,
+                                                                           train_tool: ModuleType) -> None:
     """The -la demo config: its AngleLoggerHook runs in mmseg's Runner; visualize_angles.py reads the
     checkpoint, with the initial directions from the config the Runner stored in it."""
-    work_dir = workspace / 'work_dirs' / 'seg_la'
-    output = _train(workspace, SEG_LA_CFG, work_dir, [
+    work_dir = in_workspace / 'work_dirs' / 'seg_la'
+    _in_process(train_tool, _train_argv(SEG_LA_CFG, work_dir, [
         'train_cfg.max_iters=2', 'train_cfg.val_interval=100', 'default_hooks.checkpoint.interval=2',
         'custom_hooks.0.interval=1'
-    ])
+    ]))
+    output = _log(work_dir)
     assert 'learnable angles at iteration 1' in output and 'learnable angles at iteration 2' in output
     assert 'learnable angles after training, change from the initial directions per layer' in output
     angles = {r['step']: r for r in _scalars(work_dir) if 'angles/max_abs_change_deg' in r}
@@ -205,20 +265,26 @@ def test_learnable_angles_logged_in_training_and_drawn_from_the_checkpoint(works
     assert (tmp_path / 'angles.png').is_file() and (tmp_path / 'angles.json').is_file()
 
 
-def test_det_train_and_test_with_coco_metric(workspace: Path) -> None:
-    work_dir = workspace / 'work_dirs' / 'det'
-    # After 2 iterations no class score passes the usual 0.05; keep every box so CocoMetric has
-    # detections to evaluate.
-    keep_all = ['model.test_cfg.rcnn.score_thr=0.0']
-    _train(workspace, DET_CFG, work_dir, ['train_cfg.max_iters=2', 'train_cfg.val_interval=2',
-                                          'default_hooks.checkpoint.interval=2', *keep_all])
-    assert (work_dir / 'iter_2.pth').is_file()
+# After one iteration no class score passes the usual 0.05: keep every box so that CocoMetric has
+# detections to evaluate, the 10 best of each image (a mask head of each of the three stages runs on
+# every kept box). 16 sampled RoIs an image in training (the demo's 64): the three 4conv1fc box heads
+# on the RoIs take most of a CPU step.
+DET_FEW_ROIS = ['model.test_cfg.rcnn.score_thr=0.0', 'model.test_cfg.rcnn.max_per_img=10',
+                *(f'model.train_cfg.rcnn.{stage}.sampler.num=16' for stage in range(3))]
+
+
+def test_det_train_and_test_with_coco_metric(in_workspace: Path, train_tool: ModuleType,
+                                             test_tool: ModuleType) -> None:
+    work_dir = in_workspace / 'work_dirs' / 'det'
+    _in_process(train_tool, _train_argv(DET_CFG, work_dir, ['train_cfg.max_iters=1', 'train_cfg.val_interval=1',
+                                                    'default_hooks.checkpoint.interval=1', *DET_FEW_ROIS]))
+    assert (work_dir / 'iter_1.pth').is_file()
     val = [r for r in _scalars(work_dir) if 'coco/bbox_mAP' in r]
     assert len(val) == 1 and 'coco/segm_mAP' in val[0]
 
-    out = workspace / 'det.pkl'
-    test_dir = workspace / 'work_dirs' / 'det_test'
-    _test(workspace, DET_CFG, work_dir / 'iter_2.pth', test_dir, ['--out', str(out)], keep_all)
+    out = in_workspace / 'det.pkl'
+    test_dir = in_workspace / 'work_dirs' / 'det_test'
+    _in_process(test_tool, _test_argv(DET_CFG, work_dir / 'iter_1.pth', test_dir, ['--out', str(out)], DET_FEW_ROIS))
     metrics = _test_metrics(test_dir)
     for key in ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'):
         assert -1 <= metrics[key] <= 1
@@ -253,7 +319,8 @@ default_hooks = dict(logger=dict(interval=1))
 """
 
 
-def test_classification_train_and_test(tmp_path: Path) -> None:
+def test_classification_train_and_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, train_tool: ModuleType,
+                                       test_tool: ModuleType) -> None:
     """The same tools with an mmpretrain config: training, TTA, pickled predictions, paintings."""
     import cv2
     import numpy as np
@@ -270,20 +337,20 @@ def test_classification_train_and_test(tmp_path: Path) -> None:
     cfg = tmp_path / 'cls_cfg.py'
     cfg.write_text(CLS_CFG)
     work_dir = tmp_path / 'work_dirs' / 'cls'
-    _run([sys.executable, str(TOOLS / 'train.py'), str(cfg), '--work-dir', str(work_dir)], tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv('LOCAL_RANK', raising=False)
+    _in_process(train_tool, [str(cfg), '--work-dir', str(work_dir)])
     assert [r['step'] for r in _scalars(work_dir) if 'accuracy/top1' in r] == [1]  # epoch 1
     checkpoint = work_dir / 'epoch_1.pth'
     out, show_dir, test_dir = tmp_path / 'cls.pkl', tmp_path / 'cls_vis', tmp_path / 'cls_test'
     # mmpretrain's visualization hook cannot paint TTA batches (tuples of views): two runs.
-    output = _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir',
-                   str(test_dir), '--tta', '--out', str(out)], tmp_path)
-    assert 'AverageClsScoreTTA' in output
+    _in_process(test_tool, [str(cfg), str(checkpoint), '--work-dir', str(test_dir), '--tta', '--out', str(out)])
+    assert 'AverageClsScoreTTA' in _log(test_dir)
     assert 0 <= _test_metrics(test_dir)['accuracy/top1'] <= 100
     with open(out, 'rb') as f:
         predictions = pickle.load(f)
     assert len(predictions) == 2 and predictions[0]['pred_score'].shape == (2, )
-    _run([sys.executable, str(TOOLS / 'test.py'), str(cfg), str(checkpoint), '--work-dir', str(test_dir),
-          '--show-dir', str(show_dir)], tmp_path)
+    _in_process(test_tool, [str(cfg), str(checkpoint), '--work-dir', str(test_dir), '--show-dir', str(show_dir)])
     assert len(list(show_dir.rglob('*.png'))) == 2
 
 
@@ -325,16 +392,6 @@ def test_dist_scripts_call_torchrun(script: str, args: List[str], tool: str, tmp
 def test_dist_scripts_reject_bad_arguments(script: str, args: List[str], message: str) -> None:
     proc = subprocess.run(['bash', str(TOOLS / script), *args], capture_output=True, text=True)
     assert proc.returncode == 2 and message in proc.stderr
-
-
-@pytest.fixture(scope='module')
-def train_tool() -> ModuleType:
-    return _load_tool('train')
-
-
-@pytest.fixture(scope='module')
-def test_tool() -> ModuleType:
-    return _load_tool('test')
 
 
 def test_train_bad_inputs_are_named(train_tool: ModuleType, tmp_path: Path) -> None:
