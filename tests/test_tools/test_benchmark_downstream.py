@@ -28,6 +28,9 @@ from mmo1d.models.backbones.oriented_convnext import OrientedConvNeXt  # noqa: E
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / 'tools' / 'analysis_tools' / 'benchmark_downstream.py'
 CONFIG_ROOT = str(REPO / 'configs')
+_spec = importlib.util.spec_from_file_location('benchmark_downstream', TOOL)
+benchmark_tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(benchmark_tool)
 
 
 def _run(argv, cwd, timeout=300):
@@ -50,12 +53,24 @@ def _cls_name(cls) -> str:
     return f'{cls.__module__}.{cls.__qualname__}'
 
 
-def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path):
+def _main(argv, monkeypatch):
+    """The tool's ``main(argv)`` in this process, started (for the command it records) as a user
+    starts it: ``python tools/analysis_tools/benchmark_downstream.py ...``. The command line itself
+    is run by test_no_gpu_message."""
+    monkeypatch.setattr('sys.argv', [str(TOOL)] + [str(a) for a in argv])
+    return benchmark_tool.main([str(a) for a in argv])
+
+
+def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path, monkeypatch):
     pytest.importorskip('mmpretrain')
+    import torch
     from mmpretrain.models import ConvNeXt
 
-    _run([TOOL, '--device', 'cpu', '--dry-run', '--in-process', '--configs', *DEFAULT_RUNS, '--data-root',
-          demo_data, '--out-dir', tmp_path], REPO)
+    # As CUDA_VISIBLE_DEVICES="" would: the CPU models, also where a GPU is present.
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    monkeypatch.chdir(REPO)
+    _main(['--device', 'cpu', '--dry-run', '--in-process', '--configs', *DEFAULT_RUNS, '--data-root', demo_data,
+           '--out-dir', tmp_path], monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ['downstream_dry_run_cpu.json', 'downstream_dry_run_cpu.md']
     result = json.loads((tmp_path / 'downstream_dry_run_cpu.json').read_text())
     assert result['env']['dry_run'] and '--dry-run' in result['env']['command']
@@ -90,10 +105,11 @@ def test_dry_run_resolves_the_stock_and_our_configs(demo_data, tmp_path):
            'mmpretrain.ConvNeXt (3-3-9-3) | float16 | (dry run) |' in md
 
 
-def test_cpu_smoke_run_times_each_config_in_its_own_process(demo_data, tmp_path):
-    proc = _run([TOOL, '--device', 'cpu', '--configs', 'seg-demo-2d', 'seg-demo-1d', '--warmup', '1', '--iters',
-                 '2', '--data-root', demo_data, '--out-dir', tmp_path, '--work-dir', tmp_path / 'work'], REPO)
-    assert 'wrote' in proc.stdout
+def test_cpu_smoke_run_times_each_config_in_its_own_process(demo_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    _main(['--device', 'cpu', '--configs', 'seg-demo-2d', 'seg-demo-1d', '--warmup', '1', '--iters', '2',
+           '--data-root', demo_data, '--out-dir', tmp_path, '--work-dir', tmp_path / 'work'], monkeypatch)
+    assert 'wrote' in capsys.readouterr().out
     result = json.loads((tmp_path / 'downstream_cpu.json').read_text())
     env, (base, ours) = result['env'], result['records']
     assert env['command'].endswith(f'--iters 2 --data-root {demo_data} --out-dir {tmp_path} --work-dir '
@@ -157,13 +173,10 @@ def test_initial_loss_scale_of_amp_configs(demo_data, tmp_path):
     with pytest.raises(ValueError, match='init_loss_scale must be positive, got 0.0'):
         prepare_config(cfg, RUNS['det-t-1d'], str(demo_data), str(tmp_path), init_loss_scale=0.0)
     # The option reaches each config's process.
-    spec = importlib.util.spec_from_file_location('benchmark_downstream', TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    args = tool.parse_args(['--init-loss-scale', '9.5367431640625e-07', '--configs', 'det-stock'])
-    argv = tool.worker_argv(args, 'det-stock', 'rec.json', 'work')
+    args = benchmark_tool.parse_args(['--init-loss-scale', '9.5367431640625e-07', '--configs', 'det-stock'])
+    argv = benchmark_tool.worker_argv(args, 'det-stock', 'rec.json', 'work')
     assert argv[argv.index('--init-loss-scale') + 1] == '9.5367431640625e-07'
-    assert tool.parse_args(argv[2:]).init_loss_scale == 2.0**-20
+    assert benchmark_tool.parse_args(argv[2:]).init_loss_scale == 2.0**-20
 
 
 def test_no_gpu_message():
@@ -175,12 +188,13 @@ def test_no_gpu_message():
     assert proc.returncode != 0 and 'no CUDA device' in proc.stderr and 'Traceback' not in proc.stderr
 
 
-def test_readme_table_from_committed_results(tmp_path):
+def test_readme_table_from_committed_results(capsys):
     """The README table holds each timed config of the committed results with its ratios to the stock config
     of its task, recomputed here from the records."""
     path = REPO / 'benchmarks' / 'results' / 'downstream_h100.json'
     result = json.loads(path.read_text())
-    out = _run([TOOL, '--readme-table', path], REPO).stdout.strip().splitlines()
+    assert benchmark_tool.main(['--readme-table', str(path)]) == {}
+    out = capsys.readouterr().out.strip().splitlines()
     rows = {cells[1]: cells[2:] for cells in (line.strip('| ').split(' | ') for line in out[4:])}
     timed = [r for r in result['records'] if r.get('s_per_iter_median')]
     assert sorted(rows) == sorted(r['name'] for r in timed)
