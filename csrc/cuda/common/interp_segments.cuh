@@ -21,35 +21,16 @@ constexpr int kSegGridCells = 2048;
 constexpr int kSegMaxPoints = 255;
 constexpr int kSegWarps = 4;  // channels per block of the segment builder
 
-// The arguments of interp_segments_kernel, built by its launcher.
-struct InterpSegmentsParams {
-  const int2* off;
-  const float* pw;
-  const int* npts;
-  const int* same;
-  int C, rows, h, sign;
-  SegInfo* info;
-  int4* segs;
-  float* segw;
-  int* slot_of;
-};
-
 // One warp per channel (kSegWarps channels per block): the first npts[c] points of row c (offsets
 // sign * off, weights pw; rows per channel) as runs along one of the four axes of mode_step; the
 // axis with the fewest runs (the first of equals). Runs are listed in the order of their first
 // point's index; slots beyond the channel's points get weight 0. same (optional): the channels'
 // same-as-previous flags. slot_of (optional): each point's slot in run order (0 beyond the channel's
 // points). The lanes take the points 32 at a time; a lane whose point starts a run walks it.
-__global__ static void __launch_bounds__(32 * kSegWarps) interp_segments_kernel(const InterpSegmentsParams params) {
-  const int2* __restrict__ off = params.off;
-  const float* __restrict__ pw = params.pw;
-  const int* __restrict__ npts = params.npts;
-  const int* __restrict__ same = params.same;
-  const int C = params.C, rows = params.rows, h = params.h, sign = params.sign;
-  SegInfo* __restrict__ info = params.info;
-  int4* __restrict__ segs = params.segs;
-  float* __restrict__ segw = params.segw;
-  int* __restrict__ slot_of = params.slot_of;
+__global__ static void __launch_bounds__(32 * kSegWarps)
+    interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
+                           const int* __restrict__ same, int C, int rows, int h, int sign, SegInfo* __restrict__ info,
+                           int4* __restrict__ segs, float* __restrict__ segw, int* __restrict__ slot_of) {
   __shared__ unsigned char grids[kSegWarps][kSegGridCells];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = blockIdx.x * kSegWarps + warp;
@@ -77,7 +58,8 @@ __global__ static void __launch_bounds__(32 * kSegWarps) interp_segments_kernel(
       const int2 o = off[base + j];
       runs += at(sign * o.x - ui, sign * o.y - uj) == 255;
     }
-    runs = warp_sum(runs);
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
     if (runs < best) {
       best = runs;
       mode = m;
@@ -146,19 +128,11 @@ inline InterpSegments build_interp_segments(const int2* off, const float* w, con
   s.R = R;
   s.ints = at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
   s.weights = at::empty({C * R}, like.options().dtype(at::kFloat));
-  const InterpSegmentsParams params{.off = off,
-                                    .pw = w,
-                                    .npts = npts,
-                                    .same = same,
-                                    .C = static_cast<int>(C),
-                                    .rows = static_cast<int>(R),
-                                    .h = h,
-                                    .sign = sign,
-                                    .info = reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()),
-                                    .segs = reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
-                                    .segw = s.weights.data_ptr<float>(),
-                                    .slot_of = slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr};
-  launch_on_stream(interp_segments_kernel, ceil_div(C, int64_t(kSegWarps)), 32 * kSegWarps, 0, params);
+  interp_segments_kernel<<<ceil_div(C, int64_t(kSegWarps)), 32 * kSegWarps, 0, at::cuda::getCurrentCUDAStream()>>>(
+      off, w, npts, same, static_cast<int>(C), static_cast<int>(R), h, sign,
+      reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
+      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
   return s;
 }
 

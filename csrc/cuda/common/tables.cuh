@@ -162,6 +162,14 @@ __global__ void build_tables_kernel(const BuildTablesParams<scalar_t, acc_t> par
 // Point tables as the kernels read them (TablesT's layout; or the interpolated taps' tables and
 // block unions): per entry its points' offsets and merged weights (w null: the kernel reads none),
 // point count, halo and same-as-previous flag (same: TablesT::same; null where not read).
+// The point tables as a weight gradient reads them (no weights; same: null where not read).
+struct PointWgradTables {
+  const int2* off;
+  const int* npts;
+  const int2* halo;
+  const int* same;
+};
+
 template <typename acc_t>
 struct PointTableView {
   const int2* off;
@@ -169,6 +177,7 @@ struct PointTableView {
   const int* npts;
   const int2* halo;
   const int* same;
+  PointWgradTables wgrad() const { return PointWgradTables{off, npts, halo, same}; }
 };
 
 template <typename acc_t>
@@ -195,11 +204,19 @@ struct SegInfo {
 // Segment tables as the kernels read them (SegTables' layout; or the interpolated taps'
 // InterpSegments with their tables' halos): per entry its SegInfo and halo, and its row of segments
 // and of merged weights (segw null: the kernel takes its weights elsewhere, or needs none).
+// The segment tables as a weight gradient reads them (no weights).
+struct SegWgradTables {
+  const SegInfo* info;
+  const int4* segs;
+  const int2* halo;
+};
+
 struct SegTableView {
   const SegInfo* info;
   const int4* segs;
   const float* segw;
   const int2* halo;
+  SegWgradTables wgrad() const { return SegWgradTables{info, segs, halo}; }
 };
 
 // A segment {dh0, dw0, L, first weight slot} as the kernels stage it: {offset of its first point in

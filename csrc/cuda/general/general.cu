@@ -120,7 +120,7 @@ at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at
       at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
   const GeneralWgradParams<scalar_t, acc_t> params{.x = x.data_ptr<scalar_t>(),
                                                    .dy = dy.data_ptr<scalar_t>(),
-                                                   .tables = tables,
+                                                   .tables = tables.wgrad(),
                                                    .partial = partial.data_ptr<acc_t>(),
                                                    .g = g,
                                                    .N = static_cast<int>(x.size(0)),

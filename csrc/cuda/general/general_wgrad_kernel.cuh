@@ -14,7 +14,7 @@ template <typename scalar_t, typename acc_t>
 struct GeneralWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  PointTableView<acc_t> tables;  // tables.w is not read
+  PointWgradTables tables;
   acc_t* partial;
   GatherGeometry g;
   int N, chunk;

@@ -29,10 +29,11 @@ void launch_seg_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || taps.w != nullptr,
               "oriented_dwconv1d: the NCHW gather needs merged weights or the taps' weights");
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
-  const SegGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
-                                         .tables = tables,
-                                         .g = plan.fg,
-                                         .taps = taps};
+  const SegGatherParams<scalar_t> params{
+      .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
+      .tables = tables,
+      .g = plan.fg,
+      .taps = taps};
   launch_planned(kernel, plan.launch, "NCHW fast-path gather", params);
 }
 

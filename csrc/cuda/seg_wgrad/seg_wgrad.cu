@@ -61,7 +61,7 @@ at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
   const SegWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
                                         .dy = dy.data_ptr<scalar_t>(),
-                                        .tables = tables,
+                                        .tables = tables.wgrad(),
                                         .partial = partial.data_ptr<float>(),
                                         .g = g,
                                         .N = static_cast<int>(x.size(0)),

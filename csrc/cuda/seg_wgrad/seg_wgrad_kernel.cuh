@@ -56,12 +56,12 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
       });
 }
 
-// The arguments of seg_wgrad_nchw_kernel, built by its launcher (tables.segw is not read).
+// The arguments of seg_wgrad_nchw_kernel, built by its launcher.
 template <typename scalar_t>
 struct SegWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  SegTableView tables;
+  SegWgradTables tables;
   float* partial;
   FastGeometry g;
   int N, chunk, pcap;
@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const SegWgradParams<scalar_t> params) {
   const scalar_t* __restrict__ dy = params.dy;
   const SegInfo* __restrict__ info = params.tables.info;
+  const int4* __restrict__ segs = params.tables.segs;
   const int2* __restrict__ halo = params.tables.halo;
   float* __restrict__ partial = params.partial;
   const FastGeometry g = params.g;
@@ -104,7 +105,9 @@ __global__ void __launch_bounds__(kFastThreads)
   int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* acc = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
   float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * pcap * ncols));
-  stage_channel_segments(seg_smem, params.tables.segs + int64_t(c) * g.K, inf.nseg, pitch);
+  for (int s = threadIdx.x; s < inf.nseg; s += nthreads) {
+    seg_smem[s] = staged_segment(segs[int64_t(c) * g.K + s], pitch);
+  }
   for (int e = threadIdx.x; e < np * ncols; e += nthreads) acc[e] = 0.0f;
   int ui, uj;
   mode_step(inf.mode, &ui, &uj);

@@ -42,12 +42,13 @@ template <typename scalar_t>
 void launch_vec_gather(const Plan& plan, const Args<scalar_t>& a, const PointTableView<float>& tables) {
   auto kernel = vec_gather_kernel<scalar_t>(plan.variant);
   const bool vec_ok = channels_vectorizable<scalar_t>(plan.fg.C, {&a.src, &a.out});
-  const VecGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
-                                         .tables = tables,
-                                         .g = plan.fg,
-                                         .sign = a.sign,
-                                         .vec_ok = vec_ok,
-                                         .tile_bytes = static_cast<int>(plan.tile)};
+  const VecGatherParams<scalar_t> params{
+      .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
+      .tables = tables,
+      .g = plan.fg,
+      .sign = a.sign,
+      .vec_ok = vec_ok,
+      .tile_bytes = static_cast<int>(plan.tile)};
   launch_planned(kernel, plan.launch, "channels_last vector gather", params);
 }
 

@@ -65,7 +65,7 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
                                         .dy = dy.data_ptr<scalar_t>(),
-                                        .tables = tables,
+                                        .tables = tables.wgrad(),
                                         .partial = partial.data_ptr<float>(),
                                         .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
                                         .g = g,

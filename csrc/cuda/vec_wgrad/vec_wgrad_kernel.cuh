@@ -8,12 +8,12 @@ namespace mmo1d {
 namespace cuda {
 
 // The arguments of vec_wgrad_nhwc_kernel, built by its launcher: x of Hx x Wx pixels, N images in
-// chunks of `chunk`, pcap points per block (tables.w is not read).
+// chunks of `chunk`, pcap points per block.
 template <typename scalar_t>
 struct VecWgradParams {
   const scalar_t* x;
   const scalar_t* dy;
-  PointTableView<float> tables;
+  PointWgradTables tables;
   float* partial;
   float* bpartial;
   FastGeometry g;

@@ -49,13 +49,14 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
   auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
-  const WinGatherParams<scalar_t> params{.io = {a.src.data_ptr<scalar_t>(), a.out.data_ptr<scalar_t>(), a.bias},
-                                         .tables = tables,
-                                         .g = plan.fg,
-                                         .OH = static_cast<int>(a.out.size(2)),
-                                         .OW = static_cast<int>(a.out.size(3)),
-                                         .tile_bytes = static_cast<int>(plan.tile),
-                                         .taps = taps};
+  const WinGatherParams<scalar_t> params{
+      .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
+      .tables = tables,
+      .g = plan.fg,
+      .OH = static_cast<int>(a.out.size(2)),
+      .OW = static_cast<int>(a.out.size(3)),
+      .tile_bytes = static_cast<int>(plan.tile),
+      .taps = taps};
   launch_planned(kernel, plan.launch, "channels_last window gather", params);
 }
 
