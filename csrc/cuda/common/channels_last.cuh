@@ -142,10 +142,10 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
   }
 }
 
-// Where a channels_last fast-path block works: CB channels from c0 of image n (blockIdx.x runs over
-// g's tiles, then the `groups` blocks of channels, then the images), the tile of th x tw positions
-// from (p0, q0) of g's plane, and its threads' roles: lane, quarter (V channels of the block's CB),
-// pixel slot and slot count (4 threads per slot).
+// Where a block of the window gathers works (C a multiple of CB): CB channels from c0 of image n
+// (blockIdx.x runs over g's tiles, then the blocks of channels, then the images), the tile of
+// th x tw positions from (p0, q0) of g's plane, and its threads' roles: lane, quarter (V channels of
+// the block's CB), pixel slot and slot count (4 threads per slot).
 struct FastBlock {
   int c0;
   int64_t n;
@@ -154,8 +154,9 @@ struct FastBlock {
 };
 
 template <int CB>
-__device__ __forceinline__ FastBlock fast_block(const FastGeometry& g, int groups) {
+__device__ __forceinline__ FastBlock fast_block(const FastGeometry& g) {
   FastBlock b;
+  const int groups = g.C / CB;
   const int tile = blockIdx.x % g.tiles;
   b.c0 = static_cast<int>((blockIdx.x / g.tiles) % groups) * CB;
   b.n = blockIdx.x / (int64_t(g.tiles) * groups);

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   // g: the output plane
-  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g, g.C / CB);
+  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
 
   __shared__ int s_mode[4][CB], s_nseg[4][CB], s_uniform[4][4], s_ph, s_pw;
   if (threadIdx.x < 32) {

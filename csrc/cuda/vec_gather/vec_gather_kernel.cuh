@@ -33,7 +33,16 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_gather_nhwc_kernel(const 
   const bool vec_ok = params.vec_ok;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const auto [c0, n, p0, q0, th, twd, lane, quarter, slot, slots] = fast_block<CB>(g, (g.C + CB - 1) / CB);
+  const int groups = (g.C + CB - 1) / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int cg = (blockIdx.x / g.tiles) % groups;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const int c0 = cg * CB;
+  const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
+  const int th = min(g.TH, g.H - p0), twd = min(g.TW, g.W - q0);
+  const int lane = threadIdx.x & 31, quarter = lane & 3;
+  const int slot = (threadIdx.x >> 5) * 8 + (lane >> 2);  // 0 .. blockDim / 4 - 1
+  const int slots = blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   block_channel_summary<V>(tnpts, params.tables.halo, params.tables.same, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);

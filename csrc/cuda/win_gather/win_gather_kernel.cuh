@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   const int OH = params.OH, OW = params.OW;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g, g.C / CB);
+  const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
