@@ -1,6 +1,8 @@
 # mmo1d: the two commands of the Quick start are `make demo` and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# make test runs the suite in this many processes (pytest-xdist), one compute thread each.
+TEST_WORKERS ?= 2
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: setup demo test bench bench-models lint clean
@@ -12,7 +14,7 @@ demo: setup
 	@bash tools/misc/demo.sh
 
 test: setup
-	$(PY) -m pytest tests -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -q -n $(TEST_WORKERS)
 
 bench: setup
 	$(PY) tools/analysis_tools/benchmark_op.py --out-dir benchmarks/results

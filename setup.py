@@ -29,7 +29,7 @@ ROOT = osp.dirname(osp.abspath(__file__))
 CSRC = osp.join(ROOT, 'csrc')
 DEFAULT_ARCH_LIST = '8.0;8.6;8.9;9.0+PTX'
 # The test dependencies; the ONNX ones run the export tests through ONNX Runtime.
-TEST_REQUIRES = ['pytest', 'ruff', 'onnx>=1.23.2', 'onnxruntime>=1.32.0', 'onnxscript>=0.7.2']
+TEST_REQUIRES = ['pytest', 'pytest-xdist', 'ruff', 'onnx>=1.23.2', 'onnxruntime>=1.32.0', 'onnxscript>=0.7.2']
 
 
 def load_module(*path: str) -> ModuleType:

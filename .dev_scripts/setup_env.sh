@@ -29,7 +29,7 @@ MM_PINS="mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0 ftfy regex"
 # The test tools; ONNX and ONNX Runtime run the export tests (setup.py's extras 'tests').
 # pytest-benchmark is there to keep the suite working beside that common plugin (no test may take the
 # name of its fixture).
-TEST_PINS="pytest pytest-benchmark ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2"
+TEST_PINS="pytest pytest-xdist pytest-benchmark ruff onnx==1.23.2 onnxruntime==1.32.0 onnxscript==0.7.2"
 TOOL_PINS="setuptools>=77.0.3,<81 wheel ninja"
 
 step() { echo "[setup] $*"; }
@@ -120,7 +120,7 @@ if ! mmcv_ok; then
 fi
 
 # 5. The OpenMMLab toolboxes and the test tools.
-if ! "$VPY" -c 'import mmdet, mmseg, mmpretrain, pytest, onnx, onnxruntime' 2>/dev/null; then
+if ! "$VPY" -c 'import mmdet, mmseg, mmpretrain, pytest, xdist, onnx, onnxruntime' 2>/dev/null; then
   step "installing mmdet, mmsegmentation, mmpretrain and the test tools (a minute or two)"
 fi
 # shellcheck disable=SC2086
