@@ -39,16 +39,41 @@ __device__ __forceinline__ OutputTile output_tile(const FastGeometry& g, int til
   return OutputTile{p0, q0, min(g.TH, g.H - p0), min(g.TW, g.W - q0)};
 }
 
-// Where a weight-gradient block works: output tile `tile`, chunk `ck` of the `chunks` chunks of
-// images, and channel (or block of channels) `c`: blockIdx.x runs over the tiles, then the chunks,
-// then the channels.
-struct WgradBlock {
-  int tile, ck, c;
+// What every weight-gradient kernel reads and writes: x and dy, N images summed in chunks of
+// `chunk`, and the partial sums partial (C, parts, K) that wgrad_reduce_kernel adds up.
+template <typename scalar_t, typename acc_t>
+struct WgradOperands {
+  const scalar_t* x;
+  const scalar_t* dy;
+  acc_t* partial;
+  int N, chunk;
 };
 
-__device__ __forceinline__ WgradBlock wgrad_block(int tiles, int chunks) {
-  return WgradBlock{static_cast<int>(blockIdx.x % tiles), static_cast<int>((blockIdx.x / tiles) % chunks),
-                    static_cast<int>(blockIdx.x / (tiles * chunks))};
+// The operands of x (N, ...) and dy, partial sums of acc_t allocated by the launcher.
+template <typename scalar_t, typename acc_t>
+WgradOperands<scalar_t, acc_t> wgrad_operands(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& partial,
+                                              int chunk) {
+  return WgradOperands<scalar_t, acc_t>{x.data_ptr<scalar_t>(), dy.data_ptr<scalar_t>(), partial.data_ptr<acc_t>(),
+                                        static_cast<int>(x.size(0)), chunk};
+}
+
+// Where a weight-gradient block works: output tile `tile` of `tiles`, chunk `ck` of the `chunks`
+// chunks of images, and channel (or block of channels) `c`: blockIdx.x runs over the tiles, then the
+// chunks, then the channels. Its sums go to partial's row row(ch) of channel ch (the part
+// tile * chunks + ck of tiles * chunks).
+struct WgradPart {
+  int tile, ck, c, tiles, chunks;
+  // The block's images [first, end) of the N in chunks of `chunk`.
+  __device__ __forceinline__ int2 images(int N, int chunk) const {
+    return make_int2(ck * chunk, min(N, (ck + 1) * chunk));
+  }
+  __device__ __forceinline__ int64_t row(int ch) const { return int64_t(ch) * (tiles * chunks) + tile * chunks + ck; }
+};
+
+__device__ __forceinline__ WgradPart wgrad_part(int tiles, int N, int chunk) {
+  const int chunks = (N + chunk - 1) / chunk;
+  return WgradPart{static_cast<int>(blockIdx.x % tiles), static_cast<int>((blockIdx.x / tiles) % chunks),
+                   static_cast<int>(blockIdx.x / (tiles * chunks)), tiles, chunks};
 }
 
 __host__ __device__ __forceinline__ int round_up(int a, int b) {

@@ -57,13 +57,14 @@ struct InterpTableScratch {
   int* order;
 };
 
-// The arguments of build_interp_tables_kernel, built by build_interp_tables: C channels of K taps
-// (angles theta, weight (C, K)), rows per channel.
+// The arguments of both table builders, built by build_interp_tables: C channels of K taps (angles
+// theta, weight (C, K)), rows per channel, h = interp_halo (read by the warp builder), and the
+// one-thread builder's scratch (null for the warp builder).
 template <typename scalar_t, typename acc_t>
 struct InterpTablesParams {
   const acc_t* theta;
   const scalar_t* weight;
-  int C, K, rows;
+  int C, K, rows, h;
   TapRule rule;
   bool residual;
   InterpTableOutputs<acc_t> out;
@@ -89,14 +90,7 @@ __global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, ac
   const int C = params.C, K = params.K, rows = params.rows;
   const TapRule rule = params.rule;
   const bool residual = params.residual;
-  int2* __restrict__ off = params.out.off;
-  acc_t* __restrict__ pw = params.out.pw;
-  int* __restrict__ npts_gather = params.out.npts_gather;
-  int* __restrict__ npts_all = params.out.npts_all;
-  int2* __restrict__ halo = params.out.halo;
-  int* __restrict__ spt = params.out.spt;
-  acc_t* __restrict__ coef = params.out.coef;
-  acc_t* __restrict__ dcoef = params.out.dcoef;
+  const InterpTableOutputs<acc_t> out = params.out;
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int M = rule.samples();
@@ -112,10 +106,10 @@ __global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, ac
     const acc_t wt = static_cast<acc_t>(weight[int64_t(c) * K + t]);
     for (int m = 0; m < M; ++m) {
       const int64_t si = sbase + int64_t(t) * M + m;
-      coef[si] = cf[m];
-      dcoef[si] = dcf[m];
+      out.coef[si] = cf[m];
+      out.dcoef[si] = dcf[m];
       if (cf[m] == acc_t(0) && dcf[m] == acc_t(0)) {
-        spt[si] = -1;
+        out.spt[si] = -1;
         continue;
       }
       int p = n - 1;
@@ -131,7 +125,7 @@ __global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, ac
       const bool centre = residual && t == K / 2 && dh[m] == 0 && dw[m] == 0;
       raw_w[rbase + p] += wt * cf[m] + (centre ? acc_t(1) : acc_t(0));
       raw_nz[rbase + p] |= cf[m] != acc_t(0);
-      spt[si] = p;
+      out.spt[si] = p;
     }
   }
   // Points with a nonzero coefficient first (in order), then the others.
@@ -141,22 +135,22 @@ __global__ void build_interp_tables_kernel(const InterpTablesParams<scalar_t, ac
       if ((raw_nz[rbase + p] != 0) != (pass == 0)) continue;
       const int2 o = raw_off[rbase + p];
       order[rbase + p] = next;
-      off[rbase + next] = o;
-      pw[rbase + next] = raw_w[rbase + p];
+      out.off[rbase + next] = o;
+      out.pw[rbase + next] = raw_w[rbase + p];
       ph = max(ph, abs(o.x));
       pwid = max(pwid, abs(o.y));
       ++next;
     }
-    if (pass == 0) npts_gather[c] = next;
+    if (pass == 0) out.npts_gather[c] = next;
   }
   for (int j = n; j < rows; ++j) {  // unused slots: weight 0 at the centre
-    off[rbase + j] = make_int2(0, 0);
-    pw[rbase + j] = acc_t(0);
+    out.off[rbase + j] = make_int2(0, 0);
+    out.pw[rbase + j] = acc_t(0);
   }
-  npts_all[c] = n;
-  halo[c] = make_int2(ph, pwid);
+  out.npts_all[c] = n;
+  out.halo[c] = make_int2(ph, pwid);
   for (int64_t si = sbase; si < sbase + int64_t(K) * M; ++si) {
-    if (spt[si] >= 0) spt[si] = order[rbase + spt[si]];
+    if (out.spt[si] >= 0) out.spt[si] = order[rbase + out.spt[si]];
   }
 }
 
@@ -181,18 +175,6 @@ bool interp_warp_builder(const TapRule& rule, int K) {
          interp_warp_smem<acc_t>(rule, K) <= kInterpWarpSmem;
 }
 
-// The arguments of build_interp_tables_warp_kernel, built by build_interp_tables: a channel of K taps
-// (angles theta, weight (C, K)) per block, rows per channel, h = interp_halo.
-template <typename scalar_t, typename acc_t>
-struct InterpTablesWarpParams {
-  const acc_t* theta;
-  const scalar_t* weight;
-  int K, rows, h;
-  TapRule rule;
-  bool residual;
-  InterpTableOutputs<acc_t> out;
-};
-
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
 // (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples
 // into shared memory (interp_warp_smem bytes), lane 0 merges them into points in sample order with
@@ -201,7 +183,7 @@ struct InterpTablesWarpParams {
 // them.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(32)
-    build_interp_tables_warp_kernel(const InterpTablesWarpParams<scalar_t, acc_t> params) {
+    build_interp_tables_warp_kernel(const InterpTablesParams<scalar_t, acc_t> params) {
   const acc_t* __restrict__ theta = params.theta;
   const scalar_t* __restrict__ weight = params.weight;
   const int K = params.K, rows = params.rows, h = params.h;

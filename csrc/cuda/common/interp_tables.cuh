@@ -73,30 +73,24 @@ InterpTables<acc_t> build_interp_tables(const at::Tensor& theta, const at::Tenso
                                       .spt = spt,
                                       .coef = ap + int64_t(C) * R,
                                       .dcoef = ap + int64_t(C) * R + C * S};
+  InterpTablesParams<scalar_t, acc_t> params{.theta = angles.data_ptr<acc_t>(),
+                                             .weight = w.data_ptr<scalar_t>(),
+                                             .C = C,
+                                             .K = K,
+                                             .rows = R,
+                                             .h = interp_halo(rule, K),
+                                             .rule = rule,
+                                             .residual = residual,
+                                             .out = out,
+                                             .scratch = {}};
   if (interp_warp_builder<acc_t>(rule, K)) {
-    const InterpTablesWarpParams<scalar_t, acc_t> params{.theta = angles.data_ptr<acc_t>(),
-                                                         .weight = w.data_ptr<scalar_t>(),
-                                                         .K = K,
-                                                         .rows = R,
-                                                         .h = interp_halo(rule, K),
-                                                         .rule = rule,
-                                                         .residual = residual,
-                                                         .out = out};
     launch_on_stream(build_interp_tables_warp_kernel<scalar_t, acc_t>, C, 32, interp_warp_smem<acc_t>(rule, K), params);
   } else {
     constexpr int kThreads = 64;
-    const InterpTablesParams<scalar_t, acc_t> params{.theta = angles.data_ptr<acc_t>(),
-                                                     .weight = w.data_ptr<scalar_t>(),
-                                                     .C = C,
-                                                     .K = K,
-                                                     .rows = R,
-                                                     .rule = rule,
-                                                     .residual = residual,
-                                                     .out = out,
-                                                     .scratch = {.raw_off = reinterpret_cast<int2*>(raw),
-                                                                 .raw_w = ap + int64_t(C) * R + 2 * C * S,
-                                                                 .raw_nz = raw + 2 * int64_t(C) * R,
-                                                                 .order = raw + 3 * int64_t(C) * R}};
+    params.scratch = {.raw_off = reinterpret_cast<int2*>(raw),
+                      .raw_w = ap + int64_t(C) * R + 2 * C * S,
+                      .raw_nz = raw + 2 * int64_t(C) * R,
+                      .order = raw + 3 * int64_t(C) * R};
     launch_on_stream(build_interp_tables_kernel<scalar_t, acc_t>, ceil_div(C, kThreads), kThreads, 0, params);
   }
   if (with_same) {

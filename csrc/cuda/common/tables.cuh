@@ -168,6 +168,11 @@ struct PointWgradTables {
   const int* npts;
   const int2* halo;
   const int* same;
+  // The tables of parity class cls, in tables of classes x C entries of K rows.
+  __host__ __device__ PointWgradTables of_class(int cls, int C, int K) const {
+    const int64_t e = int64_t(cls) * C;
+    return PointWgradTables{off + e * K, npts + e, halo + e, same + e};
+  }
 };
 
 template <typename acc_t>

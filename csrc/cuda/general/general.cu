@@ -118,13 +118,9 @@ at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at
   const GatherGeometry& g = plan.gg;
   at::Tensor partial =
       at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-  const GeneralWgradParams<scalar_t, acc_t> params{.x = x.data_ptr<scalar_t>(),
-                                                   .dy = dy.data_ptr<scalar_t>(),
+  const GeneralWgradParams<scalar_t, acc_t> params{.io = wgrad_operands<scalar_t, acc_t>(x, dy, partial, plan.chunk),
                                                    .tables = tables.wgrad(),
-                                                   .partial = partial.data_ptr<acc_t>(),
-                                                   .g = g,
-                                                   .N = static_cast<int>(x.size(0)),
-                                                   .chunk = plan.chunk};
+                                                   .g = g};
   const bool nhwc = plan.variant == 1;
   launch_planned(nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>, plan.launch,
                  nhwc ? "general channels_last weight-gradient" : "general NCHW weight-gradient", params);

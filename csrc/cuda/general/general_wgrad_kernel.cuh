@@ -12,12 +12,9 @@ namespace cuda {
 // The arguments of wgrad_nchw_kernel and wgrad_nhwc_kernel, built by their launcher.
 template <typename scalar_t, typename acc_t>
 struct GeneralWgradParams {
-  const scalar_t* x;
-  const scalar_t* dy;
+  WgradOperands<scalar_t, acc_t> io;
   PointWgradTables tables;
-  acc_t* partial;
   GatherGeometry g;
-  int N, chunk;
 };
 
 // ----------------------------------------------------------------------------------------------
@@ -27,22 +24,18 @@ struct GeneralWgradParams {
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t>
 __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
-  const scalar_t* __restrict__ dy = params.dy;
+  const scalar_t* __restrict__ dy = params.io.dy;
   const int2* __restrict__ toff = params.tables.off;
-  const int* __restrict__ tnpts = params.tables.npts;
-  const int2* __restrict__ thalo = params.tables.halo;
-  acc_t* __restrict__ partial = params.partial;
   const GatherGeometry g = params.g;
-  const int N = params.N, chunk = params.chunk;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int chunks = (N + chunk - 1) / chunk;
-  const auto [tile, ck, c] = wgrad_block(g.tiles, chunks);
-  const auto [p0, q0, th, twd] = output_tile(g, tile);
-  const int2 hl = thalo[c];
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const int c = part.c;
+  const auto [p0, q0, th, twd] = output_tile(g, part.tile);
+  const int2 hl = params.tables.halo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
   const int nwarps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const auto [soff, red, S] = carve_general_smem<acc_t>(smem, g.K, size_t(g.K) * nwarps);
-  const int np = tnpts[c];
+  const int np = params.tables.npts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
     soff[j] = (o.x + hl.x) * EW + (o.y + hl.y);
@@ -51,10 +44,10 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
   const int nout = th * twd;
   const FastDiv div_tw(twd);
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
-  const int n_end = min(N, (ck + 1) * chunk);
-  for (int n = ck * chunk; n < n_end; ++n) {
+  const int2 images = part.images(params.io.N, params.io.chunk);
+  for (int n = images.x; n < images.y; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
-    const scalar_t* xp = params.x + plane * g.Hs * g.Ws;
+    const scalar_t* xp = params.io.x + plane * g.Hs * g.Ws;
     const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
     __syncthreads();  // previous image's reads of S are done
     stage_tile<scalar_t, acc_t>(S, xp, g.Hs, g.Ws, 1, i0, j0, EH, EW);
@@ -79,42 +72,38 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
     }
   }
   __syncthreads();
-  const int parts = g.tiles * chunks;
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     acc_t v = acc_t(0);
     for (int w = 0; w < nwarps; ++w) v += red[w * np + j];
-    partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j] = v;
+    params.io.partial[part.row(c) * g.K + j] = v;
   }
 }
 
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kNhwcThreads)
     wgrad_nhwc_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
-  const scalar_t* __restrict__ dy = params.dy;
-  const int2* __restrict__ toff = params.tables.off;
-  const int* __restrict__ tnpts = params.tables.npts;
-  acc_t* __restrict__ partial = params.partial;
+  const scalar_t* __restrict__ dy = params.io.dy;
+  const PointWgradTables tables = params.tables;
   const GatherGeometry g = params.g;
-  const int N = params.N, chunk = params.chunk;
   constexpr int CB = kNhwcChannels;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int chunks = (N + chunk - 1) / chunk;
-  const auto [tile, ck, cg] = wgrad_block(g.tiles, chunks);
-  const auto [p0, q0, th, twd] = output_tile(g, tile);
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const int cg = part.c;
+  const auto [p0, q0, th, twd] = output_tile(g, part.tile);
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
   const int c = cg * CB + cl;
   const bool c_ok = c < g.C;
 
   __shared__ int s_np, s_ph, s_pw;
-  block_extent(tnpts, params.tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  block_extent(tables.npts, tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  extern __shared__ __align__(16) unsigned char smem[];
   const auto [soff, red, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
-    const int2 o = (ch < g.C && j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
     soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = acc_t(0);
@@ -122,9 +111,9 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
-  const int n_end = min(N, (ck + 1) * chunk);
-  for (int n = ck * chunk; n < n_end; ++n) {
-    const scalar_t* xp = params.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
+  const int2 images = part.images(params.io.N, params.io.chunk);
+  for (int n = images.x; n < images.y; ++n) {
+    const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
     stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
@@ -149,13 +138,12 @@ __global__ void __launch_bounds__(kNhwcThreads)
     }
   }
   __syncthreads();
-  const int parts = g.tiles * chunks;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
-    if (ch >= g.C || j >= tnpts[ch]) continue;
+    if (ch >= g.C || j >= tables.npts[ch]) continue;
     acc_t v = acc_t(0);
     for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
-    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j] = v;
+    params.io.partial[part.row(ch) * g.K + j] = v;
   }
 }
 

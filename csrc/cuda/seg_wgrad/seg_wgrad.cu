@@ -59,13 +59,9 @@ at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(at::kFloat));
   auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
-  const SegWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
-                                        .dy = dy.data_ptr<scalar_t>(),
+  const SegWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
-                                        .partial = partial.data_ptr<float>(),
                                         .g = g,
-                                        .N = static_cast<int>(x.size(0)),
-                                        .chunk = plan.chunk,
                                         .pcap = plan.points};
   launch_planned(kernel, plan.launch, "NCHW fast-path weight-gradient", params);
   return partial;

@@ -59,12 +59,10 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
 // The arguments of seg_wgrad_nchw_kernel, built by its launcher.
 template <typename scalar_t>
 struct SegWgradParams {
-  const scalar_t* x;
-  const scalar_t* dy;
+  WgradOperands<scalar_t, float> io;
   SegWgradTables tables;
-  float* partial;
   FastGeometry g;
-  int N, chunk, pcap;
+  int pcap;
 };
 
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
@@ -80,22 +78,19 @@ struct SegWgradParams {
 template <typename scalar_t, int SHARE, int TASKS = 1>
 __global__ void __launch_bounds__(kFastThreads)
     seg_wgrad_nchw_kernel(const SegWgradParams<scalar_t> params) {
-  const scalar_t* __restrict__ dy = params.dy;
-  const SegInfo* __restrict__ info = params.tables.info;
+  const scalar_t* __restrict__ dy = params.io.dy;
   const int4* __restrict__ segs = params.tables.segs;
-  const int2* __restrict__ halo = params.tables.halo;
-  float* __restrict__ partial = params.partial;
   const FastGeometry g = params.g;
-  const int N = params.N, chunk = params.chunk, pcap = params.pcap;
+  const int pcap = params.pcap;
   constexpr int OUTPUTS = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int chunks = (N + chunk - 1) / chunk;
-  const auto [tile, ck, c] = wgrad_block(g.tiles, chunks);
-  const auto [p0, q0, th, tw] = output_tile(g, tile);
-  const SegInfo inf = info[c];
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const int c = part.c;
+  const auto [p0, q0, th, tw] = output_tile(g, part.tile);
+  const SegInfo inf = params.tables.info[c];
   const int j0 = blockIdx.y * pcap, np = min(inf.npts - j0, pcap);  // the slice's points
   if (np <= 0) return;
-  const int2 hl = halo[c];
+  const int2 hl = params.tables.halo[c];
   const int EH = seg_tile_rows(th, hl.x);
   const int EW = seg_tile_cols(tw, hl.y);
   const int pitch = EW | 1;
@@ -114,11 +109,11 @@ __global__ void __launch_bounds__(kFastThreads)
   const int axis_step = ui * pitch + uj;
   const int ntasks = seg_ntasks(inf.mode, th, tw);
   const bool vec_rows = inf.mode == 0 && rows_vectorizable<scalar_t>(dy, g.W, q0);
-  const int n_end = min(N, (ck + 1) * chunk);
-  for (int n = ck * chunk; n < n_end; ++n) {
+  const int2 images = part.images(params.io.N, params.io.chunk);
+  for (int n = images.x; n < images.y; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
     __syncthreads();  // the previous image's reads of S are done
-    stage_plane<scalar_t>(S, pitch, params.x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
+    stage_plane<scalar_t>(S, pitch, params.io.x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
                           EW);
     __syncthreads();
     const scalar_t* dyp = dy + plane * g.H * g.W;
@@ -164,12 +159,11 @@ __global__ void __launch_bounds__(kFastThreads)
   __syncthreads();
   // Point j: the columns of all threads, lane-strided then a butterfly, in a fixed order.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = nthreads >> 5;
-  const int parts = g.tiles * chunks;
   for (int j = warp; j < np; j += nwarps) {
     float v = 0.0f;
     for (int t = lane; t < ncols; t += 32) v += acc[j * ncols + t];
     v = warp_sum(v);
-    if (lane == 0) partial[(int64_t(c) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
+    if (lane == 0) params.io.partial[part.row(c) * g.K + j0 + j] = v;
   }
 }
 

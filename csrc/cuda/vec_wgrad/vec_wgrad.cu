@@ -63,16 +63,12 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
-  const VecWgradParams<scalar_t> params{.x = x.data_ptr<scalar_t>(),
-                                        .dy = dy.data_ptr<scalar_t>(),
+  const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
-                                        .partial = partial.data_ptr<float>(),
                                         .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
                                         .g = g,
                                         .Hx = static_cast<int>(x.size(2)),
                                         .Wx = static_cast<int>(x.size(3)),
-                                        .N = static_cast<int>(x.size(0)),
-                                        .chunk = plan.chunk,
                                         .vec_ok = vec_ok,
                                         .tile_bytes = static_cast<int>(plan.tile),
                                         .pcap = plan.points};

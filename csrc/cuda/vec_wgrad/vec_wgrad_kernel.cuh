@@ -11,14 +11,11 @@ namespace cuda {
 // chunks of `chunk`, pcap points per block.
 template <typename scalar_t>
 struct VecWgradParams {
-  const scalar_t* x;
-  const scalar_t* dy;
+  WgradOperands<scalar_t, float> io;
   PointWgradTables tables;
-  float* partial;
   float* bpartial;
   FastGeometry g;
   int Hx, Wx;
-  int N, chunk;
   bool vec_ok;
   int tile_bytes;
   int pcap;
@@ -35,43 +32,33 @@ struct VecWgradParams {
 // gradient rides along with the first slice.
 template <typename scalar_t, int OUTPUTS, int P>
 __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
-  const scalar_t* __restrict__ dy = params.dy;
-  const int2* __restrict__ toff = params.tables.off;
-  const int* __restrict__ tnpts = params.tables.npts;
-  const int2* __restrict__ thalo = params.tables.halo;
-  const int* __restrict__ tsame = params.tables.same;
-  float* __restrict__ partial = params.partial;
-  float* __restrict__ bpartial = params.bpartial;
+  const scalar_t* __restrict__ dy = params.io.dy;
   const FastGeometry g = params.g;
-  const int Hx = params.Hx, Wx = params.Wx, N = params.N, chunk = params.chunk, pcap = params.pcap;
+  const int Hx = params.Hx, Wx = params.Wx, pcap = params.pcap;
   const bool vec_ok = params.vec_ok;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int chunks = (N + chunk - 1) / chunk;
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
   const int cls = P == 1 ? 0 : blockIdx.y;
   const int j0 = P == 1 ? blockIdx.y * pcap : 0;  // the block's first point
   const int pa = cls >> 1, pb = cls & 1;
-  toff += int64_t(cls) * g.C * g.K;
-  tnpts += int64_t(cls) * g.C;
-  thalo += int64_t(cls) * g.C;
-  tsame += int64_t(cls) * g.C;
-  partial += int64_t(cls) * g.C * g.tiles * chunks * g.K;
+  const PointWgradTables tables = params.tables.of_class(cls, g.C, g.K);
+  float* __restrict__ partial = params.io.partial + int64_t(cls) * g.C * g.tiles * part.chunks * g.K;
   const int Hs = (Hx - pa + P - 1) / P, Ws = (Wx - pb + P - 1) / P;  // source plane
-  const auto [tile, ck, cg] = wgrad_block(g.tiles, chunks);
-  const int c0 = cg * CB;
-  const auto [p0, q0, th, twd] = output_tile(g, tile);
+  const int c0 = part.c * CB;
+  const auto [p0, q0, th, twd] = output_tile(g, part.tile);
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int slot = warp * 8 + (lane >> 2);
   const int slots = blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
-  block_channel_summary<V>(tnpts, thalo, tsame, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
+  block_channel_summary<V>(tables.npts, tables.halo, tables.same, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = min(max(s_np - j0, 0), pcap), ph = s_ph, pwid = s_pw;
   // The bias gradient (sum of dy over the block's outputs) rides along in the first class's (or
   // slice's) blocks: every output's dy is loaded once there.
-  const bool with_bias = bpartial != nullptr && blockIdx.y == 0;
+  const bool with_bias = params.bpartial != nullptr && blockIdx.y == 0;
   if (np == 0 && !with_bias) return;  // a slice beyond the block's points
   const int EW = twd + 2 * pwid;
   const int strip = min(th, params.tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
@@ -81,22 +68,22 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_nhwc_kernel(const V
                                             align16(sizeof(float) * pcap * CB * (kFastThreads / 32)));
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
-    const int2 o = (ch < g.C && j0 + j < tnpts[ch]) ? toff[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
+    const int2 o = (ch < g.C && j0 + j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
     soff[e] = (o.x + ph) * EW + (o.y + pwid);
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
   const bool uniform = s_uniform[quarter] != 0;
   const int cq = c0 + quarter * V;
   const FastDiv div_tw(twd);
-  const int n_end = min(N, (ck + 1) * chunk);
   float bacc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
-  for (int n = ck * chunk; n < n_end; ++n) {
+  const int2 images = part.images(params.io.N, params.io.chunk);
+  for (int n = images.x; n < images.y; ++n) {
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
       __syncthreads();  // the previous strip's reads of S are done
-      stage_nhwc_tile<scalar_t>(S, params.x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
+      stage_nhwc_tile<scalar_t>(S, params.io.x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
                                 p0 + ps - ph, q0 - pwid, sh + 2 * ph, EW, vec_ok, EW, int64_t(P) * Wx, P);
       __syncthreads();
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
@@ -163,18 +150,17 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_nhwc_kernel(const V
     if (lane < 16 && (V == 4 || lane < 8)) s_bias[warp][quarter * V + k] = sum;
   }
   __syncthreads();
-  const int parts = g.tiles * chunks;
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
-    if (ch >= g.C || j0 + j >= tnpts[ch]) continue;
+    if (ch >= g.C || j0 + j >= tables.npts[ch]) continue;
     float v = 0.0f;
     for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
-    partial[(int64_t(ch) * parts + tile * chunks + ck) * g.K + j0 + j] = v;
+    partial[part.row(ch) * g.K + j0 + j] = v;
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
     float v = 0.0f;
     for (int w = 0; w < nwarps; ++w) v += s_bias[w][threadIdx.x];
-    bpartial[int64_t(c0 + threadIdx.x) * parts + tile * chunks + ck] = v;
+    params.bpartial[part.row(c0 + threadIdx.x)] = v;
   }
 }
 
