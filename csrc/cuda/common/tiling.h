@@ -14,6 +14,10 @@ constexpr int kPerThread = 8;       // outputs accumulated per thread per pass
 constexpr int kMaxThreads = 256;    // NCHW block size cap (4 blocks per SM at ~60 registers)
 constexpr int kNhwcThreads = 256;   // NHWC block size
 constexpr int kNhwcChannels = 8;    // channels per NHWC block
+// Blocks of kNhwcThreads the NHWC gather's registers must let an SM hold: float32 four (at most 64
+// registers a thread; left to itself it takes 80: three blocks), 16-bit types three, float64 two.
+template <typename scalar_t>
+constexpr int kNhwcGatherMinBlocks = sizeof(scalar_t) == 4 ? 4 : (sizeof(scalar_t) == 2 ? 3 : 2);
 constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
 constexpr int kNchwMaxTile = 64;    // NCHW tile side when a plane has more than 64x64 outputs
 constexpr int kGeneralMinTile = 4;  // the soft budget never halves a general tile below 4 a side
@@ -23,6 +27,10 @@ constexpr int kSegR = 8;           // outputs per thread along the segment axis 
 constexpr int kFastThreads = 256;  // block size of every fast path
 constexpr int kFastMinTile = 8;    // the soft budget never halves a fast-path tile below 8 a side
 constexpr int kSegStartTile = 64;  // NCHW fast path: whole planes up to 64 x 64 outputs
+// Blocks of kFastThreads the NCHW gather's registers must let an SM hold: at most 48 registers a
+// thread, so that six blocks of a 56 x 56 plane (224 threads, 36 KB of shared memory at K = 31) fit
+// by registers as they do by shared memory (left to itself the float32 kernel takes 54: five).
+constexpr int kSegGatherMinBlocks = 5;
 constexpr int kVecStartTile = 32;  // channels_last vector and window paths: up to 32 x 32
 constexpr int kWinRegion = 32;     // largest output tile side of a window-gather block
 constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 outputs

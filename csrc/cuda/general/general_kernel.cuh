@@ -202,7 +202,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
 // NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel.
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t>
-__global__ void __launch_bounds__(kNhwcThreads)
+__global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out, const scalar_t* __restrict__ bias,
                        const int2* __restrict__ toff, const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
                        const int2* __restrict__ thalo, const GatherGeometry g) {

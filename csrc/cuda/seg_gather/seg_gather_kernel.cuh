@@ -140,7 +140,7 @@ struct SegGatherParams {
 // (C, K) weight taps.w merged by the block through the tables' tap -> slot map taps.tap_sp
 // (stage_merged_weights; one class of rounded taps).
 template <typename scalar_t>
-__global__ void __launch_bounds__(kFastThreads)
+__global__ void __launch_bounds__(kFastThreads, kSegGatherMinBlocks)
     seg_gather_nchw_kernel(const SegGatherParams<scalar_t> params) {
   scalar_t* __restrict__ out = params.io.out;
   const scalar_t* __restrict__ bias = params.io.bias;
