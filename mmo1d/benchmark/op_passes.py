@@ -4,9 +4,10 @@ Passes: ``fwd`` (the forward with bias and residual, as the "++" blocks call it,
 ``bwd_input`` (the input gradient alone), ``bwd_weight`` (the weight and bias gradients; with an
 interpolated rounding also the angles'), ``fwdbwd`` (forward and every gradient). The roundings
 of one case (dtype, layout, shape, K, angles) run on the same tensors and angles, their passes in
-interleaved rounds; each record names the kernel path of its pass.
+interleaved rounds; each record names the kernel path of its pass and, where it is not 1, the stride.
 """
 import argparse
+import itertools
 import math
 from typing import Callable, Dict, List, Tuple
 
@@ -24,10 +25,10 @@ PASSES = ('fwd', 'bwd_input', 'bwd_weight', 'fwdbwd')
 PATH_OF = {'fwd': 'forward', 'bwd_input': 'backward_input', 'bwd_weight': 'backward_weight', 'fwdbwd': 'forward'}
 
 
-def pass_calls(x: Tensor, dy: Tensor, w: Tensor, b: Tensor, th: Tensor,
-               rounding: str) -> Dict[str, Callable[[], object]]:
+def pass_calls(x: Tensor, dy: Tensor, w: Tensor, b: Tensor, th: Tensor, rounding: str,
+               stride: int = 1) -> Dict[str, Callable[[], object]]:
     """pass -> a call of that pass alone on ``x``, the output gradient ``dy``, weight ``w``, bias ``b`` and
-    angles ``th`` (none of them requiring a gradient).
+    angles ``th`` (none of them requiring a gradient) at ``stride``.
 
     The gradients go through autograd from one forward whose graph is kept: asked for the input's
     gradient alone (or the parameters'), the op's backward computes only that one, so the passes run
@@ -39,7 +40,7 @@ def pass_calls(x: Tensor, dy: Tensor, w: Tensor, b: Tensor, th: Tensor,
     params = [wg, bg] + ([thg] if interp else [])
 
     def forward(x_, w_, th_, b_):
-        return oriented_dwconv1d(x_, w_, th_, b_, rounding=rounding, residual=True, sigma=SIGMA, radius=RADIUS)
+        return oriented_dwconv1d(x_, w_, th_, b_, stride, rounding, residual=True, sigma=SIGMA, radius=RADIUS)
 
     kept = forward(xg, wg, thg, bg)
 
@@ -53,24 +54,26 @@ def pass_calls(x: Tensor, dy: Tensor, w: Tensor, b: Tensor, th: Tensor,
             'fwdbwd': lambda: torch.autograd.grad(forward(xg, wg, thg, bg), [xg] + params, dy)}
 
 
-def make_cases(args: argparse.Namespace, dtype_name: str, layout: str, h: int, k: int,
-               angle) -> List[Tuple[Dict, Callable[[int], object]]]:
-    """The ``(record, step)`` cases of one dtype, layout, size, K and angle: every rounding and pass."""
+def make_cases(args: argparse.Namespace, dtype_name: str, layout: str, h: int, k: int, angle,
+               stride: int = 1) -> List[Tuple[Dict, Callable[[int], object]]]:
+    """The ``(record, step)`` cases of one dtype, layout, size, K, angle and stride: every rounding and pass."""
     device, dtype = args.device, DTYPES[dtype_name]
     n, c = args.batch, args.channels or default_channels(dtype_name)
     g = torch.Generator(device=device).manual_seed(args.seed)
     x = torch.randn(n, c, h, h, generator=g, device=device, dtype=dtype).contiguous(memory_format=LAYOUTS[layout])
-    dy = torch.randn(n, c, h, h, generator=g, device=device, dtype=dtype).contiguous(memory_format=LAYOUTS[layout])
+    ho = -(-h // stride)
+    dy = torch.randn(n, c, ho, ho, generator=g, device=device, dtype=dtype).contiguous(memory_format=LAYOUTS[layout])
     w = (torch.randn(c, k, generator=g, device=device, dtype=dtype) / math.sqrt(k))
     b = torch.randn(c, generator=g, device=device, dtype=dtype)
     th = angles(angle, c, device, args.angle_jitter, args.seed)
     cases = []
     for rounding in args.rounding:
-        calls = pass_calls(x, dy, w, b, th, rounding)
+        calls = pass_calls(x, dy, w, b, th, rounding, stride)
         for pas in args.passes:
-            path = oriented_dwconv1d_path(x, w, 1, PATH_OF[pas], th, rounding, RADIUS)
+            path = oriented_dwconv1d_path(x, w, stride, PATH_OF[pas], th, rounding, RADIUS)
             rec = dict(impl='mmo1d', rounding=rounding, dtype=dtype_name, layout=layout, N=n, C=c, H=h, K=k,
-                       angle_deg=angle, angle_jitter=args.angle_jitter, **{'pass': pas}, path=path)
+                       **({'stride': stride} if stride != 1 else {}), angle_deg=angle,
+                       angle_jitter=args.angle_jitter, **{'pass': pas}, path=path)
             cases.append((rec, lambda i, f=calls[pas]: f()))
     return cases
 
@@ -82,18 +85,17 @@ def run(args: argparse.Namespace) -> Dict:
     records = []
     for dtype_name, layout in args.configs:
         for h in args.sizes:
-            for k in args.kernel_sizes:
-                for angle in args.angles:
-                    cases = make_cases(args, dtype_name, layout, h, k, angle)
-                    for rec in measure_cases(cases, args.repeats, args.rounds, args.warmup, timer=timer, peak=peak):
-                        if not cuda:
-                            rec.pop('peak_mem_bytes')
-                        records.append(rec)
-                        print(f"{dtype_name:8s} {layout:13s} {rec['N']}x{rec['C']}x{h}x{h} K={k} angle={angle} "
-                              f"{rec['rounding']:8s} {rec['pass']:10s} {rec['ms']:8.3f} ms  {rec['path']}", flush=True)
-                    del cases
-                    if cuda:
-                        torch.cuda.empty_cache()
+            for k, angle, stride in itertools.product(args.kernel_sizes, args.angles, args.strides):
+                cases = make_cases(args, dtype_name, layout, h, k, angle, stride)
+                for rec in measure_cases(cases, args.repeats, args.rounds, args.warmup, timer=timer, peak=peak):
+                    if not cuda:
+                        rec.pop('peak_mem_bytes')
+                    records.append(rec)
+                    print(f"{dtype_name:8s} {layout:13s} {rec['N']}x{rec['C']}x{h}x{h} K={k} s={stride} angle={angle} "
+                          f"{rec['rounding']:8s} {rec['pass']:10s} {rec['ms']:8.3f} ms  {rec['path']}", flush=True)
+                del cases
+                if cuda:
+                    torch.cuda.empty_cache()
     env = {**device_env(args.device), 'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,
            'rounds': args.rounds, 'sigma': SIGMA, 'radius': RADIUS, 'seed': args.seed}
     return {'env': env, 'records': records}
@@ -115,16 +117,17 @@ def summarize(result: Dict) -> str:
              + ' | sum | spread | paths |', '|---|---|---|---|' + '---|' * len(passes) + '---|---|---|']
     groups: Dict[Tuple, Dict[str, Dict]] = {}
     for r in recs:
-        key = (r['dtype'], r['layout'], r['N'], r['C'], r['H'], r['K'], str(r['angle_deg']), r['angle_jitter'],
-               r['rounding'])
+        key = (r['dtype'], r['layout'], r['N'], r['C'], r['H'], r['K'], r.get('stride', 1), str(r['angle_deg']),
+               r['angle_jitter'], r['rounding'])
         groups.setdefault(key, {})[r['pass']] = r
-    for (dtype, layout, n, c, h, k, angle, jitter, rounding), by_pass in groups.items():
+    for (dtype, layout, n, c, h, k, stride, angle, jitter, rounding), by_pass in groups.items():
         cells = [f"{by_pass[p]['ms']:.3f}" if p in by_pass else '-' for p in passes]
         total = sum(by_pass[p]['ms'] for p in ('fwd', 'bwd_input', 'bwd_weight') if p in by_pass)
         slowest = max(by_pass.values(), key=lambda r: r['ms'])
         spread = round_spread(slowest)
         paths = ' / '.join(dict.fromkeys(r['path'] for r in by_pass.values()))
         moved = f' +-{jitter:g} rad' if jitter else ''
-        lines.append(f"| {dtype}, {layout} | {n}x{c}x{h}x{h}, {k} | {angle}{moved} | {rounding} | "
+        strided = f', stride {stride}' if stride != 1 else ''
+        lines.append(f"| {dtype}, {layout} | {n}x{c}x{h}x{h}, {k}{strided} | {angle}{moved} | {rounding} | "
                      + ' | '.join(cells) + f" | {total:.3f} | {'-' if spread is None else f'{spread:.2f}'} | {paths} |")
     return '\n'.join(lines)

@@ -10,16 +10,17 @@ from mmo1d.benchmark.op_inputs import angles
 from mmo1d.ops import oriented_dwconv1d_reference
 
 
-@pytest.mark.parametrize('rounding', ['trunc', 'floor'])
-def test_each_pass_gives_the_references_gradients(rounding):
+@pytest.mark.parametrize('rounding, stride', [('trunc', 1), ('floor', 1), ('trunc', 2), ('floor', 3)])
+def test_each_pass_gives_the_references_gradients(rounding, stride):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 8, 9, 9, generator=g, dtype=torch.float64)
-    dy, b = torch.randn_like(x), torch.randn(8, dtype=torch.float64)
+    ho = -(-9 // stride)
+    dy, b = torch.randn(2, 8, ho, ho, generator=g, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
     w = torch.randn(8, 5, generator=g, dtype=torch.float64)
     th = angles('mixed8', 8, 'cpu', 0.05, 0)
-    calls = op_passes.pass_calls(x, dy, w, b, th, rounding)
+    calls = op_passes.pass_calls(x, dy, w, b, th, rounding, stride)
     leaves = [t.clone().requires_grad_() for t in (x, w, b)]
-    ref = oriented_dwconv1d_reference(leaves[0], leaves[1], th, leaves[2], 1, rounding, residual=True)
+    ref = oriented_dwconv1d_reference(leaves[0], leaves[1], th, leaves[2], stride, rounding, residual=True)
     gx, gw, gb = torch.autograd.grad(ref, leaves, dy)
     torch.testing.assert_close(calls['fwd'](), ref.detach())
     (bx, ) = calls['bwd_input']()
@@ -35,7 +36,7 @@ def test_each_pass_gives_the_references_gradients(rounding):
 def _args(**kw):
     base = dict(device='cpu', batch=1, channels=None, sizes=[9], kernel_sizes=[5], rounding=['trunc', 'bilinear'],
                 passes=['fwd', 'bwd_input', 'bwd_weight'], configs=[('float32', 'nchw')], angles=['mixed8', 45.0],
-                angle_jitter=0.0, seed=0, repeats=2, rounds=2, warmup=0)
+                angle_jitter=0.0, strides=[1], seed=0, repeats=2, rounds=2, warmup=0)
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -50,6 +51,15 @@ def test_passes_run_and_table():
     cells = row.strip('| ').split(' | ')
     fwd, bi, bw, total = (float(c) for c in cells[4:8])
     assert total == pytest.approx(fwd + bi + bw, abs=2e-3)
+
+
+def test_strided_cases_name_their_stride():
+    result = op_passes.run(_args(rounding=['trunc'], passes=['fwd', 'bwd_input'], angles=['mixed8'], strides=[1, 2]))
+    assert [(r.get('stride', 1), r['pass']) for r in result['records']] == [(1, 'fwd'), (1, 'bwd_input'),
+                                                                            (2, 'fwd'), (2, 'bwd_input')]
+    md = op_passes.summarize(result)
+    assert '| float32, nchw | 1x512x9x9, 5 | mixed8 |' in md
+    assert '| float32, nchw | 1x512x9x9, 5, stride 2 | mixed8 |' in md
 
 
 def test_host_time_per_call_on_the_cpu():

@@ -57,6 +57,8 @@ def test_defaults_of_each_measurement():
     (['--angles', 'diagonal'], "an angle is degrees or 'mixed8'"),
     (['--ab', 'old', '--records-out', 'x.json'], 'leave out --records-out'),
     (['--rounds', '0'], 'must be >= 1'),
+    (['--strides', '2'], 'gpu measurements run at stride 1'),
+    (['--passes', 'bwd_input', '--strides', '0'], '--strides must be >= 1, got 0'),
     (['--rounding', 'bilinear', '--angle-jitter', '-0.1'], '--angle-jitter must be >= 0, got -0.1'),
 ])
 def test_options_that_do_not_fit(argv, message, capsys):

@@ -37,6 +37,8 @@ Examples::
     python tools/analysis_tools/benchmark_op.py --rounding bilinear gaussian --angle-jitter 0
     python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --rounding trunc bilinear gaussian
     python tools/analysis_tools/benchmark_op.py --host-time --dtypes float32
+    python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input --dtypes float32 --layouts channels_last \\
+        --strides 2 3 --config-name strided
     python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --channels 384 --dtypes bfloat16 \\
         --ab .old --out-dir OUT
 """
@@ -116,6 +118,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                        'float32 and 384 for half precision per rounding and per pass')
     cases.add_argument('--sizes', '--size', type=int, nargs='+', help='heights (= widths) of the input')
     cases.add_argument('--kernel-sizes', '--kernel-size', type=int, nargs='+')
+    cases.add_argument('--strides', '--stride', type=int, nargs='+', default=[1],
+                       help='strides of the op, per pass only (default: 1)')
     cases.add_argument('--dtypes', '--dtype', nargs='+', choices=list(DTYPES))
     cases.add_argument('--layouts', nargs='+', choices=list(LAYOUTS),
                        help='default: NCHW for float32 and float64, channels_last for half precision (both on the CPU)')
@@ -175,6 +179,10 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"--angles must include '{MIXED}' (the tables compare with the models' layout)")
     if args.ab and (args.records_out or args.readme_table):
         parser.error('--ab runs the measurement itself: leave out --records-out and --readme-table')
+    if kind != 'passes' and args.strides != [1]:
+        parser.error(f'--strides: {kind} measurements run at stride 1; per-pass measurements take other strides')
+    if min(args.strides) < 1:
+        parser.error(f'--strides must be >= 1, got {min(args.strides)}')
     if args.angle_jitter < 0:
         parser.error(f'--angle-jitter must be >= 0, got {args.angle_jitter}')
     if min(args.repeats, args.rounds, args.ab_rounds) < 1 or args.warmup < 0:
