@@ -63,10 +63,10 @@ WgradOperands<scalar_t, acc_t> wgrad_operands(const at::Tensor& x, const at::Ten
 // tile * chunks + ck of tiles * chunks).
 struct WgradPart {
   int tile, ck, c, tiles, chunks;
-  // The block's images [first, end) of the N in chunks of `chunk`.
-  __device__ __forceinline__ int2 images(int N, int chunk) const {
-    return make_int2(ck * chunk, min(N, (ck + 1) * chunk));
-  }
+  // The block's images [first_image, end_image) of the N in chunks of `chunk` (two ints: held as an
+  // int2, the pair cost the float32 NCHW weight gradient 24 instructions and 8 bytes of stack).
+  __device__ __forceinline__ int first_image(int chunk) const { return ck * chunk; }
+  __device__ __forceinline__ int end_image(int N, int chunk) const { return min(N, (ck + 1) * chunk); }
   __device__ __forceinline__ int64_t row(int ch) const { return int64_t(ch) * (tiles * chunks) + tile * chunks + ck; }
 };
 

@@ -27,10 +27,6 @@ constexpr int kSegR = 8;           // outputs per thread along the segment axis 
 constexpr int kFastThreads = 256;  // block size of every fast path
 constexpr int kFastMinTile = 8;    // the soft budget never halves a fast-path tile below 8 a side
 constexpr int kSegStartTile = 64;  // NCHW fast path: whole planes up to 64 x 64 outputs
-// Blocks of kFastThreads the NCHW gather's registers must let an SM hold: at most 48 registers a
-// thread, so that six blocks of a 56 x 56 plane (224 threads, 36 KB of shared memory at K = 31) fit
-// by registers as they do by shared memory (left to itself the float32 kernel takes 54: five).
-constexpr int kSegGatherMinBlocks = 5;
 constexpr int kVecStartTile = 32;  // channels_last vector and window paths: up to 32 x 32
 constexpr int kWinRegion = 32;     // largest output tile side of a window-gather block
 constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 outputs

@@ -44,8 +44,8 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
   const int nout = th * twd;
   const FastDiv div_tw(twd);
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
-  const int2 images = part.images(params.io.N, params.io.chunk);
-  for (int n = images.x; n < images.y; ++n) {
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
     const scalar_t* xp = params.io.x + plane * g.Hs * g.Ws;
     const scalar_t* dyp = dy + plane * g.Ho * g.Wo;
@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
-  const int2 images = part.images(params.io.N, params.io.chunk);
-  for (int n = images.x; n < images.y; ++n) {
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
     const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();

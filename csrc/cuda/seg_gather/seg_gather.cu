@@ -29,12 +29,8 @@ void launch_seg_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || taps.w != nullptr,
               "oriented_dwconv1d: the NCHW gather needs merged weights or the taps' weights");
   auto kernel = seg_gather_nchw_kernel<scalar_t>;
-  const SegGatherParams<scalar_t> params{
-      .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
-      .tables = tables,
-      .g = plan.fg,
-      .taps = taps};
-  launch_planned(kernel, plan.launch, "NCHW fast-path gather", params);
+  launch_planned(kernel, plan.launch, "NCHW fast-path gather", a.src.template data_ptr<scalar_t>(),
+                 a.out.template data_ptr<scalar_t>(), a.bias, tables, plan.fg, taps);
 }
 
 // Domain: the stride-1 gathers, NCHW, float32/float16/bfloat16, any C and K; tiles within the

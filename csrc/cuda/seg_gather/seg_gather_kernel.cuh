@@ -126,27 +126,19 @@ __device__ __forceinline__ bool rows_vectorizable(const void* base, int W, int q
   return W % E == 0 && q0 % E == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
 }
 
-// The arguments of seg_gather_nchw_kernel, built by its launcher: the tables' merged weights or,
-// when tables.segw is null, the taps' weights merged by the blocks.
-template <typename scalar_t>
-struct SegGatherParams {
-  GatherIO<scalar_t> io;
-  SegTableView tables;
-  FastGeometry g;
-  TapWeights<scalar_t> taps;
-};
-
-// One block: a tile of one (image, channel) plane. Weights: segw, merged; or, when segw is null, the
-// (C, K) weight taps.w merged by the block through the tables' tap -> slot map taps.tap_sp
+// One block: a tile of one (image, channel) plane. Weights: tables.segw, merged; or, when it is null,
+// the (C, K) weight taps.w merged by the block through the tables' tap -> slot map taps.tap_sp
 // (stage_merged_weights; one class of rounded taps).
+// The tensors' pointers are parameters of their own, __restrict__ (not a GatherIO member): with src
+// and out in a struct nvcc may no longer take them for distinct arrays, and the float32 kernel took 54
+// registers instead of 48 and ran 2-4% slower (sm_90; docs/development.md).
 template <typename scalar_t>
-__global__ void __launch_bounds__(kFastThreads, kSegGatherMinBlocks)
-    seg_gather_nchw_kernel(const SegGatherParams<scalar_t> params) {
-  scalar_t* __restrict__ out = params.io.out;
-  const scalar_t* __restrict__ bias = params.io.bias;
-  const SegInfo* __restrict__ info = params.tables.info;
-  const int2* __restrict__ halo = params.tables.halo;
-  const FastGeometry g = params.g;
+__global__ void __launch_bounds__(kFastThreads)
+    seg_gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                           const scalar_t* __restrict__ bias, const SegTableView tables, const FastGeometry g,
+                           const TapWeights<scalar_t> taps) {
+  const SegInfo* __restrict__ info = tables.info;
+  const int2* __restrict__ halo = tables.halo;
   constexpr int OUTPUTS = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
   const int64_t plane = blockIdx.x / g.tiles;
@@ -161,13 +153,13 @@ __global__ void __launch_bounds__(kFastThreads, kSegGatherMinBlocks)
   int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K));
   float* S = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K) + align16(sizeof(float) * g.K));
-  stage_channel_segments(seg_smem, params.tables.segs + int64_t(c) * g.K, inf.nseg, pitch);
-  if (params.tables.segw != nullptr) {
-    stage_channel_weights(sw, params.tables.segw + int64_t(c) * g.K, inf.npts);
+  stage_channel_segments(seg_smem, tables.segs + int64_t(c) * g.K, inf.nseg, pitch);
+  if (tables.segw != nullptr) {
+    stage_channel_weights(sw, tables.segw + int64_t(c) * g.K, inf.npts);
   } else {
-    stage_merged_weights<scalar_t, 1>(sw, params.taps.w, params.taps.tap_sp, c, g.K, params.taps.residual);
+    stage_merged_weights<scalar_t, 1>(sw, taps.w, taps.tap_sp, c, g.K, taps.residual);
   }
-  stage_plane<scalar_t>(S, pitch, params.io.src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
+  stage_plane<scalar_t>(S, pitch, src + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
                         EW);
   __syncthreads();
 

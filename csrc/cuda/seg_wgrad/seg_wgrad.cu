@@ -59,11 +59,9 @@ at::Tensor launch_seg_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const FastGeometry& g = plan.fg;
   at::Tensor partial = at::empty({int64_t(g.C) * plan.parts * g.K}, x.options().dtype(at::kFloat));
   auto kernel = seg_wgrad_kernel<scalar_t>(plan.variant);
-  const SegWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
-                                        .tables = tables.wgrad(),
-                                        .g = g,
-                                        .pcap = plan.points};
-  launch_planned(kernel, plan.launch, "NCHW fast-path weight-gradient", params);
+  launch_planned(kernel, plan.launch, "NCHW fast-path weight-gradient", x.data_ptr<scalar_t>(),
+                 dy.data_ptr<scalar_t>(), partial.data_ptr<float>(), tables.wgrad(), g, static_cast<int>(x.size(0)),
+                 plan.chunk, plan.points);
   return partial;
 }
 

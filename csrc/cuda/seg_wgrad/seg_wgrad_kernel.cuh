@@ -56,15 +56,6 @@ __device__ __forceinline__ void run_segment_wgrad2(const float* __restrict__ S, 
       });
 }
 
-// The arguments of seg_wgrad_nchw_kernel, built by its launcher.
-template <typename scalar_t>
-struct SegWgradParams {
-  WgradOperands<scalar_t, float> io;
-  SegWgradTables tables;
-  FastGeometry g;
-  int pcap;
-};
-
 // Weight-gradient partial sums, NCHW fast path (stride 1): the tasks and windows of the forward
 // kernel, with dy in registers; every thread (SHARE = 1), or every pair of lanes l and l + 16 of a
 // warp (SHARE = 2: half the shared memory, more blocks per multiprocessor, for long tables),
@@ -74,23 +65,24 @@ struct SegWgradParams {
 // rounds of tasks), one shared-memory update per point for both. blockIdx.y is a slice of pcap
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows: long tables, whose columns would not
 // fit the shared memory of several blocks at once, are summed slice by slice, each block walking
-// the parts of the runs that fall in its slice.
+// the parts of the runs that fall in its slice. x, dy and partial are parameters of their own,
+// __restrict__, for the reason seg_gather_nchw_kernel gives.
 template <typename scalar_t, int SHARE, int TASKS = 1>
 __global__ void __launch_bounds__(kFastThreads)
-    seg_wgrad_nchw_kernel(const SegWgradParams<scalar_t> params) {
-  const scalar_t* __restrict__ dy = params.io.dy;
-  const int4* __restrict__ segs = params.tables.segs;
-  const FastGeometry g = params.g;
-  const int pcap = params.pcap;
+    seg_wgrad_nchw_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy, float* __restrict__ partial,
+                          const SegWgradTables tables, const FastGeometry g, int N, int chunk, int pcap) {
+  const SegInfo* __restrict__ info = tables.info;
+  const int4* __restrict__ segs = tables.segs;
+  const int2* __restrict__ halo = tables.halo;
   constexpr int OUTPUTS = kSegR;
   extern __shared__ __align__(16) unsigned char smem[];
-  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const WgradPart part = wgrad_part(g.tiles, N, chunk);
   const int c = part.c;
   const auto [p0, q0, th, tw] = output_tile(g, part.tile);
-  const SegInfo inf = params.tables.info[c];
+  const SegInfo inf = info[c];
   const int j0 = blockIdx.y * pcap, np = min(inf.npts - j0, pcap);  // the slice's points
   if (np <= 0) return;
-  const int2 hl = params.tables.halo[c];
+  const int2 hl = halo[c];
   const int EH = seg_tile_rows(th, hl.x);
   const int EW = seg_tile_cols(tw, hl.y);
   const int pitch = EW | 1;
@@ -109,11 +101,11 @@ __global__ void __launch_bounds__(kFastThreads)
   const int axis_step = ui * pitch + uj;
   const int ntasks = seg_ntasks(inf.mode, th, tw);
   const bool vec_rows = inf.mode == 0 && rows_vectorizable<scalar_t>(dy, g.W, q0);
-  const int2 images = part.images(params.io.N, params.io.chunk);
-  for (int n = images.x; n < images.y; ++n) {
+  const int n_end = part.end_image(N, chunk);
+  for (int n = part.first_image(chunk); n < n_end; ++n) {
     const int64_t plane = int64_t(n) * g.C + c;
     __syncthreads();  // the previous image's reads of S are done
-    stage_plane<scalar_t>(S, pitch, params.io.x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
+    stage_plane<scalar_t>(S, pitch, x + plane * g.H * g.W, g.H, g.W, p0 - hl.x, q0 - hl.y - (OUTPUTS - 1), EH,
                           EW);
     __syncthreads();
     const scalar_t* dyp = dy + plane * g.H * g.W;
@@ -163,7 +155,7 @@ __global__ void __launch_bounds__(kFastThreads)
     float v = 0.0f;
     for (int t = lane; t < ncols; t += 32) v += acc[j * ncols + t];
     v = warp_sum(v);
-    if (lane == 0) params.io.partial[part.row(c) * g.K + j0 + j] = v;
+    if (lane == 0) partial[part.row(c) * g.K + j0 + j] = v;
   }
 }
 

@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_nhwc_kernel(const V
   float bacc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
-  const int2 images = part.images(params.io.N, params.io.chunk);
-  for (int n = images.x; n < images.y; ++n) {
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
       __syncthreads();  // the previous strip's reads of S are done
