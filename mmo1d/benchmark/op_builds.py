@@ -17,9 +17,10 @@ import sys
 from typing import Callable, Dict, List, Sequence, Tuple
 
 #: Record fields that hold a measurement; every other field names the case.
-MEASURES = ('ms', 'host_us')
+MEASURES = ('ms', 'host_us', 'kernel_ms')
 #: Record fields that are neither the case nor its measurement.
-DETAILS = ('round_ms', 'round_us', 'peak_mem_bytes', 'paths', 'path', 'build', 'alternation')
+DETAILS = ('round_ms', 'round_us', 'peak_mem_bytes', 'paths', 'path', 'build', 'alternation', 'own_kernel_ms',
+           'launches', 'kernel_steps', 'top_kernels')
 
 
 def _compiled_libraries(package: str) -> List[str]:
@@ -118,8 +119,9 @@ def case_key(rec: Dict) -> Tuple:
 
 
 def compare(records: List[Dict], old: str = 'old', new: str = 'new') -> List[Dict]:
-    """Per case timed by both builds: its fields, the measure (``ms`` or ``host_us``), the median over
-    alternations of each build, new / old, each alternation's value and each build's kernel path."""
+    """Per case timed by both builds and per measure its records hold (``ms``, ``host_us``, ``kernel_ms``):
+    the case's fields, the measure, the median over alternations of each build, new / old, each
+    alternation's value and each build's kernel path."""
     groups: Dict[Tuple, Dict[str, List[Dict]]] = {}
     for rec in records:
         groups.setdefault(case_key(rec), {}).setdefault(rec['build'], []).append(rec)
@@ -127,14 +129,16 @@ def compare(records: List[Dict], old: str = 'old', new: str = 'new') -> List[Dic
     for key, by_build in groups.items():
         if old not in by_build or new not in by_build:
             continue
-        measure = next(m for m in MEASURES if m in by_build[new][0])
-        values = {b: [r[measure] for r in by_build[b]] for b in (old, new)}
-        row = {k: json.loads(v) for k, v in key}
-        row.update(measure=measure, old=statistics.median(values[old]), new=statistics.median(values[new]),
-                   old_runs=values[old], new_runs=values[new],
-                   old_path=by_build[old][0].get('path'), new_path=by_build[new][0].get('path'))
-        row['ratio'] = round(row['new'] / row['old'], 4) if row['old'] else None
-        rows.append(row)
+        for measure in MEASURES:
+            if not all(measure in r for b in (old, new) for r in by_build[b]):
+                continue
+            values = {b: [r[measure] for r in by_build[b]] for b in (old, new)}
+            row = {k: json.loads(v) for k, v in key}
+            row.update(measure=measure, old=statistics.median(values[old]), new=statistics.median(values[new]),
+                       old_runs=values[old], new_runs=values[new],
+                       old_path=by_build[old][0].get('path'), new_path=by_build[new][0].get('path'))
+            row['ratio'] = round(row['new'] / row['old'], 4) if row['old'] else None
+            rows.append(row)
     return rows
 
 

@@ -8,6 +8,7 @@ host's launch overhead; :func:`host_us_per_call` times the host's side of a call
 """
 import datetime
 import math
+import os
 import os.path as osp
 import platform
 import shlex
@@ -222,7 +223,8 @@ def command_line() -> str:
 
 def git_commit(root: Optional[str] = None) -> str:
     """The short commit of the source tree at ``root`` (default: the one holding this package), with
-    ``+dirty`` when tracked files under ``csrc/`` differ from it; ``'unknown'`` outside a checkout."""
+    ``+dirty`` when tracked files under ``csrc/`` differ from it; outside a checkout (a copy of the
+    tree, e.g. ``git archive``) the environment variable ``SOURCE_COMMIT`` where set, else ``'unknown'``."""
     root = root or osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
     try:
         sha = subprocess.run(['git', '-C', root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
@@ -231,7 +233,7 @@ def git_commit(root: Optional[str] = None) -> str:
                                check=False).returncode
         return sha + ('+dirty' if dirty else '')
     except (OSError, subprocess.CalledProcessError):
-        return 'unknown'
+        return os.environ.get('SOURCE_COMMIT') or 'unknown'
 
 
 def utc_now() -> str:

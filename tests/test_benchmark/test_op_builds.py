@@ -66,7 +66,8 @@ def test_builds_take_turns_and_records_pair_up(tmp_path):
         runs.append((build, cmd[2:-2]))
         ms = {'old': 2.0, 'new': 1.0}[build] + len(runs) / 100
         recs = [dict(impl='mmo1d', H=9, pass_='fwd', ms=ms, round_ms=[ms], path=f'{build}_path'),
-                dict(impl='mmo1d', H=9, pass_='bwd', ms=2 * ms, round_ms=[ms], path='p')]
+                dict(impl='mmo1d', H=9, pass_='bwd', ms=2 * ms, round_ms=[ms], path='p', kernel_ms=ms / 2,
+                     own_kernel_ms=ms / 4, launches=2.0)]
         Path(cmd[-1]).write_text(json.dumps({'env': {'gpu': 'G', 'build': build}, 'records': recs}))
         return SimpleNamespace(returncode=0)
 
@@ -74,7 +75,9 @@ def test_builds_take_turns_and_records_pair_up(tmp_path):
     assert [b for b, _ in runs] == ['old', 'new'] * 3 and all(args == ['--x'] for _, args in runs)
     assert env == {'gpu': 'G', 'build': 'new'} and len(records) == 12
     rows = op_builds.compare(records)
-    assert [r['pass_'] for r in rows] == ['fwd', 'bwd']
+    # A case with kernel times pairs them as a measure of their own, beside the event times.
+    assert [(r['pass_'], r['measure']) for r in rows] == [('fwd', 'ms'), ('bwd', 'ms'), ('bwd', 'kernel_ms')]
+    assert rows[2]['old_runs'] == [2.01 / 2, 2.03 / 2, 2.05 / 2] and rows[2]['new'] == 1.04 / 2
     fwd = rows[0]
     assert fwd['old_runs'] == [2.01, 2.03, 2.05] and fwd['new_runs'] == [1.02, 1.04, 1.06]
     assert (fwd['old'], fwd['new'], fwd['ratio']) == (2.03, 1.04, round(1.04 / 2.03, 4))

@@ -36,7 +36,8 @@ def test_each_pass_gives_the_references_gradients(rounding, stride):
 def _args(**kw):
     base = dict(device='cpu', batch=1, channels=None, sizes=[9], kernel_sizes=[5], rounding=['trunc', 'bilinear'],
                 passes=['fwd', 'bwd_input', 'bwd_weight'], configs=[('float32', 'nchw')], angles=['mixed8', 45.0],
-                angle_jitter=0.0, strides=[1], seed=0, repeats=2, rounds=2, warmup=0)
+                angle_jitter=0.0, strides=[1], seed=0, repeats=2, rounds=2, warmup=0, kernel_times=False,
+                kernel_steps=3)
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -74,3 +75,22 @@ def test_host_time_per_call_on_the_cpu():
     ours = next(r for r in result['records'] if (r['impl'], r['pass']) == ('mmo1d', 'fwd'))
     ref = next(r for r in result['records'] if (r['impl'], r['pass']) == ('conv2d_1xK', 'fwd'))
     assert f"| mmo1d | trunc | fwd | {ours['host_us']:.1f} | {ours['host_us'] / ref['host_us']:.2f}x |" in md
+
+
+def test_kernel_times_join_each_record_and_get_a_table(monkeypatch):
+    profiled = []
+
+    def fake_profile(step, steps, top):  # torch.profiler's CUDA kernels need a GPU: their sum stands in
+        step()
+        profiled.append(steps)
+        return {'kernel_ms': 0.25 * len(profiled), 'own_kernel_ms': 0.2, 'launches': 2.0}
+
+    monkeypatch.setattr(op_passes, 'profile_kernels', fake_profile)
+    result = op_passes.run(_args(rounding=['trunc'], angles=['mixed8'], kernel_times=True, kernel_steps=3))
+    recs = result['records']
+    assert profiled == [3, 3, 3] and result['env']['kernel_steps'] == 3
+    assert [(r['pass'], r['kernel_ms'], r['launches']) for r in recs] == [
+        ('fwd', 0.25, 2.0), ('bwd_input', 0.5, 2.0), ('bwd_weight', 0.75, 2.0)]
+    md = op_passes.summarize(result)
+    kernel_table = md.split('Kernel time in ms per call')[1]
+    assert '| float32, nchw | 1x512x9x9, 5 | mixed8 | trunc | 0.250 | 0.500 | 0.750 | 1.500 | - | cpu |' in kernel_table

@@ -113,8 +113,11 @@ def test_cpu_samples_and_host_time_call_as_told(monkeypatch):
     assert us == [2 / 4 * 1e6] * 2 and calls.count('c') == 1 + 2 * 4 and len(synced) == 3
 
 
-def test_git_commit_and_cpu_env(tmp_path):
+def test_git_commit_and_cpu_env(tmp_path, monkeypatch):
+    monkeypatch.delenv('SOURCE_COMMIT', raising=False)
     assert timing.git_commit(str(tmp_path)) == 'unknown'
+    monkeypatch.setenv('SOURCE_COMMIT', '1234abc')  # a copy of the tree names the commit it was made from
+    assert timing.git_commit(str(tmp_path)) == '1234abc'
     env = timing.device_env('cpu')
     assert env['gpu'] == 'cpu' and env['driver'] is None and env['threads'] == torch.get_num_threads()
     assert env['command'].startswith('python ')

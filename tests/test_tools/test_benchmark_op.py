@@ -58,6 +58,9 @@ def test_defaults_of_each_measurement():
     (['--ab', 'old', '--records-out', 'x.json'], 'leave out --records-out'),
     (['--rounds', '0'], 'must be >= 1'),
     (['--strides', '2'], 'gpu measurements run at stride 1'),
+    (['--kernel-times'], '--kernel-times: gpu measurements time whole calls'),
+    (['--passes', 'bwd_weight', '--kernel-times', '--device', 'cpu'], 'it needs --device cuda'),
+    (['--passes', 'bwd_weight', '--kernel-steps', '0'], '--kernel-steps must be >= 1, got 0'),
     (['--passes', 'bwd_input', '--strides', '0'], '--strides must be >= 1, got 0'),
     (['--rounding', 'bilinear', '--angle-jitter', '-0.1'], '--angle-jitter must be >= 0, got -0.1'),
 ])

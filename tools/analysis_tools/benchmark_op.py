@@ -16,7 +16,8 @@ each call after a warm-up, the cases of a group in interleaved rounds, median re
   ``--angle-jitter 0`` (:mod:`mmo1d.benchmark.op_interp`).
 * ``--passes`` naming ``bwd_input`` or ``bwd_weight``: each pass of the op alone per rounding, with
   its kernel path; ``<out-dir>/op_passes_<tag>.json`` and ``.md``, ``interp_passes_<tag>`` with an
-  interpolated rounding (:mod:`mmo1d.benchmark.op_passes`).
+  interpolated rounding (:mod:`mmo1d.benchmark.op_passes`). ``--kernel-times`` adds the kernels' own
+  device time per call (torch.profiler), free of the host's launch latency that the event times hold.
 * ``--host-time``: host microseconds per call against ``torch.conv2d`` on a small tensor;
   ``<out-dir>/op_host_time_<tag>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_host`).
 * ``--ab OLD_TREE`` with any of the above: the same measurement of an earlier source tree's build
@@ -41,6 +42,8 @@ Examples::
         --strides 2 3 --config-name strided
     python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --channels 384 --dtypes bfloat16 \\
         --ab .old --out-dir OUT
+    python tools/analysis_tools/benchmark_op.py --passes fwd bwd_input bwd_weight --channels 512 --dtypes float32 \\
+        --layouts nchw --kernel-times --ab .old --config-name c512 --out-dir OUT
 """
 import argparse
 import json
@@ -109,6 +112,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                       help='fwd and fwdbwd (forward + input and weight gradients) through autograd; bwd_input and '
                       'bwd_weight time the compiled gradient ops alone (default: fwd fwdbwd)')
     what.add_argument('--host-time', action='store_true', help='host microseconds per call instead of device time')
+    what.add_argument('--kernel-times', action='store_true',
+                      help='per pass only: after the rounds, profile --kernel-steps calls of every case '
+                      '(torch.profiler) and record the device time of the kernels they launch (kernel_ms), '
+                      'without the host\'s launch latency; with --ab, compared as a measure of its own')
+    what.add_argument('--kernel-steps', type=int, default=20, help='profiled calls per case (default: 20)')
     what.add_argument('--ab', metavar='OLD_TREE', help='also time the build of this source tree (extension built in '
                       'place), alternating with this one in separate processes')
     what.add_argument('--ab-rounds', type=int, default=3, help='alternations of the two builds (default: 3)')
@@ -179,6 +187,13 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error(f"--angles must include '{MIXED}' (the tables compare with the models' layout)")
     if args.ab and (args.records_out or args.readme_table):
         parser.error('--ab runs the measurement itself: leave out --records-out and --readme-table')
+    if args.kernel_times and kind != 'passes':
+        parser.error(f'--kernel-times: {kind} measurements time whole calls; per-pass measurements take '
+                     '--kernel-times (name bwd_input or bwd_weight in --passes)')
+    if args.kernel_times and args.device != 'cuda':
+        parser.error('--kernel-times profiles CUDA kernels: it needs --device cuda')
+    if args.kernel_steps < 1:
+        parser.error(f'--kernel-steps must be >= 1, got {args.kernel_steps}')
     if kind != 'passes' and args.strides != [1]:
         parser.error(f'--strides: {kind} measurements run at stride 1; per-pass measurements take other strides')
     if min(args.strides) < 1:
