@@ -93,14 +93,14 @@ def run(args: argparse.Namespace) -> Dict:
         for h in args.sizes:
             for k, angle, stride in itertools.product(args.kernel_sizes, args.angles, args.strides):
                 cases = make_cases(args, dtype_name, layout, h, k, angle, stride)
-                measured = measure_cases(cases, args.repeats, args.rounds, args.warmup, timer=timer, peak=peak)
+                # measure_cases fills in the records of `cases`.
+                measure_cases(cases, args.repeats, args.rounds, args.warmup, timer=timer, peak=peak)
                 for rec, step in cases:
                     if not cuda:
                         rec.pop('peak_mem_bytes')
                     if args.kernel_times:
                         kernels = profile_kernels(lambda f=step: f(0), args.kernel_steps, top=1)
                         rec.update({name: kernels[name] for name in ('kernel_ms', 'own_kernel_ms', 'launches')})
-                for rec in measured:
                     records.append(rec)
                     kernel = f"  kernels {rec['kernel_ms']:.3f} ms" if 'kernel_ms' in rec else ''
                     print(f"{dtype_name:8s} {layout:13s} {rec['N']}x{rec['C']}x{h}x{h} K={k} s={stride} angle={angle} "
