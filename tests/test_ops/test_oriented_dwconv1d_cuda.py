@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_reference
+from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_reference
 
 from .utils import RTOL, make_inputs, rel_err
 
@@ -193,3 +193,25 @@ def test_channels_last_large_batch_tiles(dtype, angles, stride):
     assert rel_err(out[keep], ref) < RTOL[dtype]
     assert rel_err(gx[keep], xr.grad) < RTOL[dtype]
     assert rel_err(gw, wr.grad) < max(RTOL[dtype], 1e-4)
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize('h,w', [(56, 56), (50, 53), (64, 64)])
+def test_channels_last_weight_grad_in_one_round(dtype, h, w):
+    """The channels_last weight gradient where K=31 tiles of 28 x 28, 25 x 27 and 32 x 32 outputs take
+    13 or 16 outputs per thread (the block's pixel slots cover a tile in one round): the weight and
+    bias gradients against the reference, a different angle in every channel, C beyond a channel block."""
+    c, k = 40, 31
+    x, weight, _, bias = make_inputs(2, c, h, w, k, seed=h + w)
+    theta = torch.linspace(0, math.pi, c + 1)[:-1]
+    grad_out = torch.randn(2, c, h, w, generator=torch.Generator().manual_seed(h), dtype=torch.float64)
+    cl = torch.channels_last
+    xg = x.to('cuda', dtype).contiguous(memory_format=cl)
+    assert oriented_dwconv1d_path(xg, weight.to('cuda', dtype), 1, 'backward_weight') == 'vec_wgrad'
+    _, _, gw, gb = forward_backward(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype),
+                                    grad_out.to('cuda', dtype).contiguous(memory_format=cl))
+    wr = weight.clone().requires_grad_()
+    br = bias.clone().requires_grad_()
+    oriented_dwconv1d_reference(x, wr, theta, br).backward(grad_out)
+    assert rel_err(gw, wr.grad) < max(RTOL[dtype], 1e-4)
+    assert rel_err(gb, br.grad) < RTOL[dtype]

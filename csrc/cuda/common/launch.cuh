@@ -85,6 +85,15 @@ std::string launch_problem(Kernel kernel, const LaunchShape& s) {
   return "";
 }
 
+// Blocks of `kernel` with `smem` bytes of dynamic shared memory that one multiprocessor's shared
+// memory holds on the current device.
+template <typename Kernel>
+int blocks_by_smem(Kernel kernel, int64_t smem) {
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t per_block = smem + kernel_limits(kernel).static_smem + int64_t(prop->reservedSharedMemPerBlock);
+  return static_cast<int>(int64_t(prop->sharedMemPerMultiprocessor) / per_block);
+}
+
 template <typename Kernel>
 bool launch_fits(Kernel kernel, const LaunchShape& s) {
   return launch_problem(kernel, s).empty();

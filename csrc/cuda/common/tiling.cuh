@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "geometry.cuh"
 
@@ -191,6 +192,16 @@ int64_t vec_fixed_bytes(int K, bool wgrad) {
 // Outputs per thread of the vector kernels: kVecRSmall for tiles of up to 64 pixel slots x kVecRSmall.
 inline int vec_variant(const FastGeometry& g) {
   return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
+}
+
+// Outputs per thread of the stride-1 vector weight gradient: the fewest of kVecWgradOutputs whose
+// pixel slots cover the tile in one round.
+inline int vec_wgrad_outputs(const FastGeometry& g) {
+  const int64_t pixels = int64_t(g.TH) * g.TW;
+  for (const int r : kVecWgradOutputs) {
+    if (pixels <= int64_t(kFastThreads / 4) * r) return r;
+  }
+  return std::end(kVecWgradOutputs)[-1];
 }
 
 // Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS

@@ -33,8 +33,12 @@ constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 
 // NHWC vector path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
 // pixel slots x 8 would leave most of them idle).
 constexpr int kVecRLarge = 8, kVecRSmall = 4;
-// The interpolated weight gradient's outputs per thread for tiles of up to 64 x 7 pixels.
-constexpr int kVecRFit = 7;
+// The stride-1 vector weight gradient's outputs per thread: the fewest of these with which the
+// block's 64 pixel slots cover its tile (up to 32 x 32) in one round, so that each point's sum over
+// a warp's slots runs once per tile and few outputs idle (a 28 x 28 tile: 13, 832 outputs computed
+// for 784, where 8 took two rounds of 512). Above kVecRLarge the kernel is bound to two blocks per
+// SM, so those are taken only where the tile's shared memory leaves room for no more.
+constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 16};
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----

@@ -36,7 +36,7 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad";
-    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan);
   }
   plan->path = "interp_vec";
   return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);

@@ -3,6 +3,9 @@
 // (vec_wgrad.cuh).
 #include <ATen/cuda/CUDAContext.h>
 
+#include <iterator>
+#include <utility>
+
 #include "../common/tiling.cuh"
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"
@@ -14,27 +17,33 @@ namespace cuda {
 
 namespace {
 
+// The kernel of each instance: stride 1 (classes 1) at any of kVecWgradOutputs outputs per
+// thread, stride 2 (four parity classes) at kVecRSmall or kVecRLarge.
+template <typename scalar_t, size_t... I>
+auto stride1_kernel(int outputs, std::index_sequence<I...>) {
+  decltype(&vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>) kernel = nullptr;
+  ((kernel = outputs == kVecWgradOutputs[I] ? vec_wgrad_nhwc_kernel<scalar_t, kVecWgradOutputs[I], 1> : kernel), ...);
+  return kernel;
+}
+
 template <typename scalar_t>
-auto vec_wgrad_kernel(int variant, int classes) {
+auto vec_wgrad_kernel(int outputs, int classes) {
   if (classes == 1) {
-    if (variant == kVecRFit) return vec_wgrad_nhwc_kernel<scalar_t, kVecRFit, 1>;
-    return variant == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 1>
-                                 : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>;
+    return stride1_kernel<scalar_t>(outputs, std::make_index_sequence<std::size(kVecWgradOutputs)>());
   }
-  return variant == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2>
+  return outputs == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2>
                                : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2>;
 }
 
 }  // namespace
 
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit) {
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
-  const int64_t hard = std::min({max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRSmall, classes)),
-                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes)),
-                                 max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRFit, classes))});
+  int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
+  for (const int r : kVecWgradOutputs) hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, classes)));
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
@@ -42,11 +51,13 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
-  plan->variant = vec_variant(g);
-  // fit: kVecRFit outputs per thread where a whole tile then takes one round of the block's pixel
-  // slots with fewer idle outputs than kVecRLarge (a 14 x 28 tile: 392 of 448 instead of 512).
-  const int64_t pixels = int64_t(g.TH) * g.TW;
-  if (fit && classes == 1 && pixels > 64 * kVecRSmall && pixels <= 64 * kVecRFit) plan->variant = kVecRFit;
+  plan->variant = classes == 1 ? vec_wgrad_outputs(g) : vec_variant(g);
+  // More than kVecRLarge outputs per thread bind the kernel to two blocks per SM: only where the
+  // tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three blocks, kept).
+  if (plan->variant > kVecRLarge &&
+      blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) > 2) {
+    plan->variant = kVecRLarge;
+  }
   plan->classes = classes;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
@@ -98,7 +109,7 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 }
 
 #define MMO1D_INSTANTIATE_VEC_WGRAD(T)                                                                \
-  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                   \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*);                         \
   template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, \
                                                    const PointTableView<float>&, at::Tensor*);
 MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_VEC_WGRAD)

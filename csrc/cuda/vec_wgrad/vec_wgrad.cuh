@@ -14,10 +14,9 @@ namespace cuda {
 
 // Plan of the weight-gradient partial sums (classes: 1 at stride 1, 4 parity classes at stride 2;
 // the plane is dy's), `points` table rows per block: all of them (rows), or at stride 1 a slice
-// (the blocks of the slices of a tile run side by side); fit: outputs per thread fitted to the tile
-// (kVecRFit, the interpolated taps).
+// (the blocks of the slices of a tile run side by side).
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool fit = false);
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan);
 
 // The partial sums (classes x C, plan.parts, plan.fg.K) floats of dy * x at each point; with
 // bpartial (C x plan.parts floats, allocated here) also those of dy, the bias gradient's.
