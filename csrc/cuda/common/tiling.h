@@ -36,9 +36,11 @@ constexpr int kVecRLarge = 8, kVecRSmall = 4;
 // The stride-1 vector weight gradient's outputs per thread: the fewest of these with which the
 // block's 64 pixel slots cover its tile (up to 32 x 32) in one round, so that each point's sum over
 // a warp's slots runs once per tile and few outputs idle (a 28 x 28 tile: 13, 832 outputs computed
-// for 784, where 8 took two rounds of 512). Above kVecRLarge the kernel is bound to two blocks per
-// SM, so those are taken only where the tile's shared memory leaves room for no more.
+// for 784, where 8 took two rounds of 512). Above kVecRLarge the kernel is bound to
+// kVecWgradWideBlocks blocks per SM, so those are taken only where the tile's shared memory leaves
+// room for no more.
 constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 16};
+constexpr int kVecWgradWideBlocks = 2;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----

@@ -52,10 +52,10 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   plan->variant = classes == 1 ? vec_wgrad_outputs(g) : vec_variant(g);
-  // More than kVecRLarge outputs per thread bind the kernel to two blocks per SM: only where the
-  // tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three blocks, kept).
+  // More than kVecRLarge outputs per thread bind the kernel to kVecWgradWideBlocks blocks per SM: only
+  // where the tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three, kept).
   if (plan->variant > kVecRLarge &&
-      blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) > 2) {
+      blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) > kVecWgradWideBlocks) {
     plan->variant = kVecRLarge;
   }
   plan->classes = classes;

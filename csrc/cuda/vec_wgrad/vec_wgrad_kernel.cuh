@@ -31,7 +31,7 @@ struct VecWgradParams {
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
 template <typename scalar_t, int OUTPUTS, int P>
-__global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? 2 : 3)
+__global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgradWideBlocks : 3)
     vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
   const scalar_t* __restrict__ dy = params.io.dy;
   const FastGeometry g = params.g;
