@@ -20,6 +20,7 @@ from mmengine.config import Config
 from torch import nn
 
 from mmo1d.benchmark.downstream_configs import DownstreamRun, load_config, prepare_config
+from mmo1d.benchmark.host_profile import profile_host
 from mmo1d.benchmark.kernels import profile_kernels
 from mmo1d.utils.tool_utils import build_runner
 
@@ -47,7 +48,7 @@ def _sync(cuda: bool) -> None:
 
 
 def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any, warmup: int, iters: int,
-                  max_time: Optional[float] = None, kernel_steps: int = 0) -> Dict[str, Any]:
+                  max_time: Optional[float] = None, kernel_steps: int = 0, host_steps: int = 0) -> Dict[str, Any]:
     """Run ``warmup`` untimed and up to ``iters`` timed training iterations.
 
     Args:
@@ -58,11 +59,14 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
         iters: timed iterations.
         max_time: stop the timed iterations once they took this many seconds in all (None: no limit).
         kernel_steps: iterations run under ``torch.profiler`` after the timed ones (CUDA only; 0: none).
+        host_steps: iterations run after those with their phases' host time profiled
+            (:func:`~mmo1d.benchmark.host_profile.profile_host`; 0: none).
 
     Returns:
         Step times (seconds), their median, the loader's times, the images' sizes, the peak memory of
         the timed iterations and of the whole run (CUDA), the last loss and the loss scale; with
-        ``kernel_steps``, the :func:`~mmo1d.benchmark.kernels.kernel_summary` of the profiled iterations.
+        ``kernel_steps``, the :func:`~mmo1d.benchmark.kernels.kernel_summary` of the profiled iterations,
+        with ``host_steps`` the :func:`~mmo1d.benchmark.host_profile.host_summary` as ``host``.
     """
     cuda = next(model.parameters()).is_cuda
     scaler = getattr(optim_wrapper, 'loss_scaler', None)
@@ -101,9 +105,12 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
             break
     loss = float(log_vars['loss']) if 'loss' in log_vars else None
     peak = torch.cuda.max_memory_allocated() if cuda else None
-    kernels = {}
+    profiled: Dict[str, Any] = {}
     if cuda and kernel_steps > 0:
-        kernels = profile_kernels(lambda: model.train_step(next(batches), optim_wrapper=optim_wrapper), kernel_steps)
+        profiled = profile_kernels(lambda: model.train_step(next(batches), optim_wrapper=optim_wrapper), kernel_steps)
+    if host_steps > 0:
+        profiled['host'] = profile_host(lambda: model.train_step(next(batches), optim_wrapper=optim_wrapper), model,
+                                       optim_wrapper, host_steps, sync=lambda: _sync(cuda))
     return dict(
         iters_timed=len(steps),
         s_per_iter_median=statistics.median(steps) if steps else None,
@@ -117,13 +124,14 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
         loss_finite=loss is not None and math.isfinite(loss),
         overflow_skipped_steps=int(skipped) if scaler is not None else None,
         loss_scale_final=scaler.get_scale() if scaler is not None else None,
-        **kernels,
+        **profiled,
     )
 
 
 def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: str, warmup: int, iters: int,
                max_time: Optional[float] = None, workers: int = 2, dry_run: bool = False,
-               init_loss_scale: Optional[float] = None, kernel_steps: int = 0) -> Dict[str, Any]:
+               init_loss_scale: Optional[float] = None, kernel_steps: int = 0,
+               host_steps: int = 0) -> Dict[str, Any]:
     """Build one config with mmengine's ``Runner`` and time its training iterations.
 
     Args:
@@ -138,6 +146,7 @@ def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: s
         dry_run: resolve and build the model and the dataloader, load one batch, time nothing.
         init_loss_scale: the initial dynamic loss scale of AMP configs (``prepare_config``).
         kernel_steps: iterations profiled after the timed ones (:func:`time_training`).
+        host_steps: iterations whose host time is profiled after those (:func:`time_training`).
 
     Returns:
         The record of the run: the config, what was changed, the backbone, the optim wrapper and AMP
@@ -179,5 +188,5 @@ def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: s
     optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
     model.init_weights()
     model.train()
-    record.update(time_training(model, loader, optim_wrapper, warmup, iters, max_time, kernel_steps))
+    record.update(time_training(model, loader, optim_wrapper, warmup, iters, max_time, kernel_steps, host_steps))
     return record

@@ -41,6 +41,7 @@ import torch
 
 from mmo1d.benchmark.downstream import run_config
 from mmo1d.benchmark.downstream_configs import DEFAULT_RUNS, RUNS, SMOKE_RUNS, TASK_NAMES
+from mmo1d.benchmark.host_profile import host_tables
 from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.timing import command_line, gpu_env, utc_now
 from mmo1d.utils.quiet import quiet_upstream
@@ -74,6 +75,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='after the timed iterations, run N more under torch.profiler and report the GPU kernel '
                         'time of an iteration, its kernel launches, the part in mmo1d\'s kernels and the kernel time '
                         'over the wall clock (default: 0, none)')
+    parser.add_argument('--host-profile', type=int, default=0, metavar='N',
+                        help='after those, run N more with the host time of each phase (data preprocessing, each '
+                        'child module\'s forward, backward, optimizer step) profiled: where a host-bound iteration '
+                        'spends its time (default: 0, none)')
     parser.add_argument('--dry-run', action='store_true',
                         help='resolve and build each config (model, dataloader, one batch), time nothing')
     parser.add_argument('--in-process', action='store_true',
@@ -90,8 +95,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.configs = args.configs or list(SMOKE_RUNS if cpu else DEFAULT_RUNS)
     args.warmup = (0 if cpu else 10) if args.warmup is None else args.warmup
     args.workers = (0 if cpu else 2) if args.workers is None else args.workers
-    if args.warmup < 0 or args.iters < 1 or args.workers < 0 or args.kernel_times < 0:
-        parser.error('--warmup, --workers and --kernel-times must be >= 0, --iters >= 1')
+    if args.warmup < 0 or args.iters < 1 or args.workers < 0 or args.kernel_times < 0 or args.host_profile < 0:
+        parser.error('--warmup, --workers, --kernel-times and --host-profile must be >= 0, --iters >= 1')
     if args.init_loss_scale is not None and not args.init_loss_scale > 0:
         parser.error(f'--init-loss-scale must be positive, got {args.init_loss_scale}')
     return args
@@ -106,13 +111,16 @@ def worker_argv(args: argparse.Namespace, name: str, record_path: str, work_dir:
         argv += ['--init-loss-scale', repr(args.init_loss_scale)]
     if args.kernel_times:
         argv += ['--kernel-times', str(args.kernel_times)]
+    if args.host_profile:
+        argv += ['--host-profile', str(args.host_profile)]
     return argv + (['--dry-run'] if args.dry_run else [])
 
 
 def run_one(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
     """One config, in this process."""
     return run_config(RUNS[name], CONFIG_ROOT, args.data_root, osp.join(work_dir, name), args.warmup, args.iters,
-                      args.max_time or None, args.workers, args.dry_run, args.init_loss_scale, args.kernel_times)
+                      args.max_time or None, args.workers, args.dry_run, args.init_loss_scale, args.kernel_times,
+                      args.host_profile)
 
 
 def run_isolated(args: argparse.Namespace, name: str, work_dir: str) -> Dict:
@@ -175,7 +183,7 @@ def env_info(args: argparse.Namespace) -> Dict:
     return {**env, **versions(), 'commit': source_commit(), 'data_root': args.data_root, 'warmup': args.warmup,
             'iters': args.iters, 'max_time_s': args.max_time or None, 'workers': args.workers,
             'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale,
-            'kernel_steps': args.kernel_times}
+            'kernel_steps': args.kernel_times, 'host_steps': args.host_profile}
 
 
 def add_ratios(records: List[Dict]) -> None:
@@ -255,6 +263,7 @@ def summarize(result: Dict) -> str:
                 f"{_num(rec, 'loss_final', '.3g')} |")
         lines.append('')
         lines += kernel_table([r for r in recs if r['task'] == task], base)
+        lines += host_tables([r for r in recs if r['task'] == task])
     return '\n'.join(lines)
 
 

@@ -1,0 +1,184 @@
+"""Where the host's time of a training step goes, from ``torch.profiler``'s CPU events.
+
+A detection or segmentation step with 2 images per GPU can be bound by the host: the GPU waits for
+the CPU to issue the next kernel. Then what decides the step's time is the CPU time of each phase,
+not the kernels. :func:`profile_host` runs steps with the phases of mmengine's ``train_step`` labelled
+(``torch.profiler.record_function`` around the bound methods, restored afterwards):
+
+* ``preprocess``: the data preprocessor;
+* ``forward:<child>``: the ``forward`` of each direct child module of the model (``backbone``,
+  ``neck``, ``decode_head``, ...), loss computation outside those forwards going to ``forward:other``;
+* ``backward``: ``optim_wrapper.backward`` (the autograd engine's work, on its own thread, inside it);
+* ``step`` and ``zero_grad``: the optimizer wrapper's.
+
+For each phase it reports the milliseconds of host time per step; for the backbone's forward the ops
+called directly from Python (their CPU time, counted with what they call) and the Python between
+them; for the backward the autograd nodes (``autograd::engine::evaluate_function: <node>``).
+"""
+import contextlib
+import statistics
+import time
+from collections import defaultdict
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+#: Entries kept in each list of largest items.
+TOP = 12
+#: The prefix of the autograd engine's events, one per node evaluated in backward.
+NODE_PREFIX = 'autograd::engine::evaluate_function: '
+#: Label of a phase: ``record_function`` names begin with it.
+LABEL = 'host:'
+
+
+def _wrap(label: str, fn: Callable) -> Callable:
+    def wrapped(*args, **kwargs):
+        with torch.profiler.record_function(LABEL + label):
+            return fn(*args, **kwargs)
+    return wrapped
+
+
+@contextlib.contextmanager
+def labelled_phases(model: nn.Module, optim_wrapper: Any) -> Iterator[None]:
+    """Label the phases of ``model.train_step(data, optim_wrapper)`` (module docstring) while inside.
+
+    The wrappers are instance attributes over the bound methods; they are removed on exit, whatever
+    happens inside.
+    """
+    patched: List[Tuple[Any, str]] = []
+
+    def patch(obj: Any, attr: str, label: str) -> None:
+        if obj is None or attr in vars(obj):
+            return  # absent, or already an instance attribute: not ours to replace
+        setattr(obj, attr, _wrap(label, getattr(obj, attr)))
+        patched.append((obj, attr))
+
+    try:
+        for name, child in model.named_children():
+            patch(child, 'forward', 'preprocess' if name == 'data_preprocessor' else f'forward:{name}')
+        patch(model, 'loss', 'forward')
+        for attr in ('backward', 'step', 'zero_grad'):
+            patch(optim_wrapper, attr, attr)
+        yield
+    finally:
+        for obj, attr in patched:
+            delattr(obj, attr)
+
+
+def short_name(name: str) -> str:
+    """An event's name without C++ namespaces and template wrapping:
+    ``torch::autograd::CppNode<ns::(anonymous namespace)::Fn>`` -> ``Fn``."""
+    if name.endswith('>') and '<' in name:
+        return name[name.index('<') + 1:-1].rsplit('::', 1)[-1]
+    return name[len('torch::autograd::'):] if name.startswith('torch::autograd::') else name
+
+
+def _ms(us: float, steps: int) -> float:
+    return round(us / 1e3 / steps, 3)
+
+
+def _top(table: Dict[str, List[float]], steps: int, top: int) -> List[Dict[str, Any]]:
+    rows = sorted(table.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{'name': name, 'ms': _ms(us, steps), 'calls': round(count / steps, 1)} for name, (us, count) in rows]
+
+
+def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]:
+    """Host time per step by phase, and the largest items of the backbone's forward and of backward.
+
+    Args:
+        events: the profiler's ``FunctionEvent``s (``prof.events()``) of ``steps`` labelled steps.
+        steps: how many steps they cover.
+        top: how many of the largest items to keep per list.
+
+    Returns:
+        ``phases_ms`` (label -> ms per step; ``forward:other`` is ``forward`` less its children's
+        labels), ``backbone_ops`` (the ops the backbone's forward calls from Python: ms and calls per
+        step, ``(python)`` for the time between them), ``backward_nodes`` (autograd nodes: ms and calls
+        per step) and ``host_steps``.
+
+    Raises:
+        ValueError: if ``steps`` < 1, or no labelled phase is among the events.
+    """
+    if steps < 1:
+        raise ValueError(f'steps must be >= 1, got {steps}')
+    phases: Dict[str, float] = defaultdict(float)
+    backbone: Dict[str, List[float]] = defaultdict(lambda: [0.0, 0])
+    nodes: Dict[str, List[float]] = defaultdict(lambda: [0.0, 0])
+    for evt in events:
+        if evt.device_type != torch.autograd.DeviceType.CPU:
+            continue
+        name = str(evt.name)
+        us = float(evt.cpu_time_total)
+        if name.startswith(LABEL):
+            label = name[len(LABEL):]
+            phases[label] += us
+            if label == 'forward:backbone':
+                inside = 0.0
+                for child in evt.cpu_children:
+                    backbone[str(child.name)][0] += child.cpu_time_total
+                    backbone[str(child.name)][1] += 1
+                    inside += child.cpu_time_total
+                backbone['(python)'][0] += us - inside
+                backbone['(python)'][1] += 1
+        elif name.startswith(NODE_PREFIX):
+            node = nodes[short_name(name[len(NODE_PREFIX):])]
+            node[0] += us
+            node[1] += 1
+    if not phases:
+        raise ValueError('no labelled phase among the events: profile the steps inside labelled_phases()')
+    if 'forward' in phases:
+        phases['forward:other'] = phases.pop('forward') - sum(us for label, us in phases.items()
+                                                              if label.startswith('forward:'))
+    order = sorted(phases, key=lambda label: (label != 'preprocess', not label.startswith('forward'), label))
+    return {
+        'phases_ms': {label: _ms(phases[label], steps) for label in order},
+        'backbone_ops': _top(backbone, steps, top),
+        'backward_nodes': _top(nodes, steps, top),
+        'host_steps': steps,
+    }
+
+
+def profile_host(step: Callable[[], None], model: nn.Module, optim_wrapper: Any, steps: int,
+                 sync: Optional[Callable[[], None]] = None, top: int = TOP) -> Dict[str, Any]:
+    """Run ``step`` ``steps`` times under ``torch.profiler`` (CPU activity) with the phases labelled
+    and return its :func:`host_summary`. The caller warms ``step`` up first; ``sync`` (e.g.
+    ``torch.cuda.synchronize``) runs before and after the profiled steps."""
+    sync = sync or (lambda: None)
+    walls = []
+    with labelled_phases(model, optim_wrapper), \
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            sync()
+            start = time.perf_counter()
+            step()
+            sync()
+            walls.append(time.perf_counter() - start)
+    return {**host_summary(prof.events(), steps, top), 'wall_ms': round(1e3 * statistics.median(walls), 3)}
+
+
+def host_tables(records: List[Dict[str, Any]]) -> List[str]:
+    """Markdown lines: the host time per phase of each profiled record (its ``host``: :func:`profile_host`),
+    then the largest items of its backbone's forward and of its backward."""
+    recs = [r for r in records if r.get('host')]
+    if not recs:
+        return []
+    labels = list(dict.fromkeys(label for r in recs for label in r['host']['phases_ms']))
+    lines = [f"Host time of one iteration by phase, {recs[0]['host']['host_steps']} iterations under torch.profiler "
+             '(CPU activity; the profiler adds its own time): ms of CPU time per iteration in each labelled phase '
+             '(*forward:other*: the loss functions and what the model runs outside its children\'s forwards; '
+             '*backward*: the autograd engine, which runs the backward kernels\' launches), and the iteration\'s '
+             'wall clock under the profiler.', '',
+             '| config | ' + ' | '.join(labels) + ' | sum | wall |', '|---|' + '---|' * (len(labels) + 2)]
+    for rec in recs:
+        phases = rec['host']['phases_ms']
+        cells = [f'{phases[label]:.1f}' if label in phases else '-' for label in labels]
+        lines.append(f"| {rec['name']} | " + ' | '.join(cells) + f" | {sum(phases.values()):.1f} | "
+                     f"{rec['host']['wall_ms']:.1f} |")
+    for key, what in (('backbone_ops', "the backbone's forward: ops called from Python, and the Python between them"),
+                      ('backward_nodes', 'backward: autograd nodes')):
+        lines += ['', f'Largest host times in {what} (ms and calls per iteration):', '']
+        for rec in recs:
+            items = ', '.join(f"{it['name']} {it['ms']:.2f} ({it['calls']:g})" for it in rec['host'][key])
+            lines.append(f"- {rec['name']}: {items}")
+    return lines + ['']
