@@ -11,9 +11,10 @@ not the kernels. :func:`profile_host` runs steps with the phases of mmengine's `
 * ``backward``: ``optim_wrapper.backward`` (the autograd engine's work, on its own thread, inside it);
 * ``step`` and ``zero_grad``: the optimizer wrapper's.
 
-For each phase it reports the milliseconds of host time per step; for the backbone's forward the ops
+For each phase it reports the milliseconds of host time per step, by the wall clock; then, from more
+steps under the profiler (which adds its own time to every op), for the backbone's forward the ops
 called directly from Python (their CPU time, counted with what they call) and the Python between
-them; for the backward the autograd nodes (``autograd::engine::evaluate_function: <node>``).
+them, and for the backward the autograd nodes (``autograd::engine::evaluate_function: <node>``).
 """
 import contextlib
 import statistics
@@ -32,16 +33,23 @@ NODE_PREFIX = 'autograd::engine::evaluate_function: '
 LABEL = 'host:'
 
 
-def _wrap(label: str, fn: Callable) -> Callable:
+def _wrap(label: str, fn: Callable, clocks: Optional[Dict[str, float]]) -> Callable:
     def wrapped(*args, **kwargs):
-        with torch.profiler.record_function(LABEL + label):
-            return fn(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            with torch.profiler.record_function(LABEL + label):
+                return fn(*args, **kwargs)
+        finally:
+            if clocks is not None:
+                clocks[label] = clocks.get(label, 0.0) + (time.perf_counter() - start) * 1e6
     return wrapped
 
 
 @contextlib.contextmanager
-def labelled_phases(model: nn.Module, optim_wrapper: Any) -> Iterator[None]:
-    """Label the phases of ``model.train_step(data, optim_wrapper)`` (module docstring) while inside.
+def labelled_phases(model: nn.Module, optim_wrapper: Any,
+                    clocks: Optional[Dict[str, float]] = None) -> Iterator[None]:
+    """Label the phases of ``model.train_step(data, optim_wrapper)`` (module docstring) while inside;
+    with ``clocks``, also add each call's wall-clock microseconds to ``clocks[label]``.
 
     The wrappers are instance attributes over the bound methods; they are removed on exit, whatever
     happens inside.
@@ -51,7 +59,7 @@ def labelled_phases(model: nn.Module, optim_wrapper: Any) -> Iterator[None]:
     def patch(obj: Any, attr: str, label: str) -> None:
         if obj is None or attr in vars(obj):
             return  # absent, or already an instance attribute: not ours to replace
-        setattr(obj, attr, _wrap(label, getattr(obj, attr)))
+        setattr(obj, attr, _wrap(label, getattr(obj, attr), clocks))
         patched.append((obj, attr))
 
     try:
@@ -81,6 +89,17 @@ def _ms(us: float, steps: int) -> float:
 def _top(table: Dict[str, List[float]], steps: int, top: int) -> List[Dict[str, Any]]:
     rows = sorted(table.items(), key=lambda kv: -kv[1][0])[:top]
     return [{'name': name, 'ms': _ms(us, steps), 'calls': round(count / steps, 1)} for name, (us, count) in rows]
+
+
+def phase_ms(phases: Dict[str, float], steps: int) -> Dict[str, float]:
+    """Milliseconds per step of each phase from microseconds in all (``forward`` -> ``forward:other``,
+    less its children's labels), in the order preprocess, forwards, the rest."""
+    phases = dict(phases)
+    if 'forward' in phases:
+        phases['forward:other'] = phases.pop('forward') - sum(us for label, us in phases.items()
+                                                              if label.startswith('forward:'))
+    order = sorted(phases, key=lambda label: (label != 'preprocess', not label.startswith('forward'), label))
+    return {label: _ms(phases[label], steps) for label in order}
 
 
 def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]:
@@ -127,12 +146,8 @@ def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]
             node[1] += 1
     if not phases:
         raise ValueError('no labelled phase among the events: profile the steps inside labelled_phases()')
-    if 'forward' in phases:
-        phases['forward:other'] = phases.pop('forward') - sum(us for label, us in phases.items()
-                                                              if label.startswith('forward:'))
-    order = sorted(phases, key=lambda label: (label != 'preprocess', not label.startswith('forward'), label))
     return {
-        'phases_ms': {label: _ms(phases[label], steps) for label in order},
+        'phases_ms': phase_ms(phases, steps),
         'backbone_ops': _top(backbone, steps, top),
         'backward_nodes': _top(nodes, steps, top),
         'host_steps': steps,
@@ -141,20 +156,29 @@ def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]
 
 def profile_host(step: Callable[[], None], model: nn.Module, optim_wrapper: Any, steps: int,
                  sync: Optional[Callable[[], None]] = None, top: int = TOP) -> Dict[str, Any]:
-    """Run ``step`` ``steps`` times under ``torch.profiler`` (CPU activity) with the phases labelled
-    and return its :func:`host_summary`. The caller warms ``step`` up first; ``sync`` (e.g.
-    ``torch.cuda.synchronize``) runs before and after the profiled steps."""
+    """The host time of ``step`` by phase: ``steps`` steps with the phases timed by the wall clock
+    (``phases_ms``, ``wall_ms``: the median step, ``sync`` (e.g. ``torch.cuda.synchronize``) before and
+    after each), then ``steps`` more under ``torch.profiler`` (CPU activity) for the rest of
+    :func:`host_summary` (whose own ``phases_ms``, inflated by the profiler, becomes
+    ``profiled_phases_ms``). The caller warms ``step`` up first."""
     sync = sync or (lambda: None)
+    clocks: Dict[str, float] = {}
     walls = []
-    with labelled_phases(model, optim_wrapper), \
-            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with labelled_phases(model, optim_wrapper, clocks):
         for _ in range(steps):
             sync()
             start = time.perf_counter()
             step()
             sync()
             walls.append(time.perf_counter() - start)
-    return {**host_summary(prof.events(), steps, top), 'wall_ms': round(1e3 * statistics.median(walls), 3)}
+    with labelled_phases(model, optim_wrapper), \
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    out = host_summary(prof.events(), steps, top)
+    out['profiled_phases_ms'] = out.pop('phases_ms')
+    return {'phases_ms': phase_ms(clocks, steps), 'wall_ms': round(1e3 * statistics.median(walls), 3), **out}
 
 
 def host_tables(records: List[Dict[str, Any]]) -> List[str]:
@@ -164,11 +188,12 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
     if not recs:
         return []
     labels = list(dict.fromkeys(label for r in recs for label in r['host']['phases_ms']))
-    lines = [f"Host time of one iteration by phase, {recs[0]['host']['host_steps']} iterations under torch.profiler "
-             '(CPU activity; the profiler adds its own time): ms of CPU time per iteration in each labelled phase '
-             '(*forward:other*: the loss functions and what the model runs outside its children\'s forwards; '
-             '*backward*: the autograd engine, which runs the backward kernels\' launches), and the iteration\'s '
-             'wall clock under the profiler.', '',
+    steps = recs[0]['host']['host_steps']
+    lines = [f"Host time of one iteration by phase, {recs[0]['host']['host_steps']} iterations with each phase timed "
+             'by the wall clock: ms per iteration from entering to leaving the phase\'s call, where the host issues '
+             'its work (*forward:other*: the loss functions and what the model runs outside its children\'s '
+             'forwards; *backward*: until the autograd engine has issued every backward kernel; *step*: AMP\'s '
+             'inf check waits for the GPU there), and the median iteration (*wall*).', '',
              '| config | ' + ' | '.join(labels) + ' | sum | wall |', '|---|' + '---|' * (len(labels) + 2)]
     for rec in recs:
         phases = rec['host']['phases_ms']
@@ -177,7 +202,8 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
                      f"{rec['host']['wall_ms']:.1f} |")
     for key, what in (('backbone_ops', "the backbone's forward: ops called from Python, and the Python between them"),
                       ('backward_nodes', 'backward: autograd nodes')):
-        lines += ['', f'Largest host times in {what} (ms and calls per iteration):', '']
+        lines += ['', f'Largest host times in {what} (ms of CPU time and calls per iteration, {steps} more '
+                  'iterations under torch.profiler, CPU activity; the profiler adds its own time to every op):', '']
         for rec in recs:
             items = ', '.join(f"{it['name']} {it['ms']:.2f} ({it['calls']:g})" for it in rec['host'][key])
             lines.append(f"- {rec['name']}: {items}")

@@ -54,6 +54,7 @@ def test_phases_and_per_step_counts_follow_the_model():
                   'zero_grad'):
         assert label in phases and phases[label] >= 0.0, label
     assert list(phases)[0] == 'preprocess'
+    assert set(out['profiled_phases_ms']) == set(phases)
     assert out['host_steps'] == steps and out['wall_ms'] > 0
     ops = {it['name']: it for it in out['backbone_ops']}
     # The backbone calls one linear and one relu per layer, per step.
