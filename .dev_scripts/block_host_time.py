@@ -15,11 +15,23 @@ import types
 import torch
 
 from mmo1d.models.layers.blocks import OrientedConvNeXtBlock
+from mmo1d.models.layers.recompute import call_recomputing
 
 
 def _keep_h(block):
-    """The "++" convolution without the recompute: h is saved for backward."""
-    block._mid = lambda h, pre: block.mid_conv(h.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+    """The "++" convolution without the recompute: its input h = GELU(pre) is saved for backward."""
+    block._mid = lambda pre: block.mid_conv(block.act(pre).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+    return block
+
+
+def _hooks(block):
+    """h made again in backward through saved-tensor hooks (RecomputeSaved), a node each for GELU and
+    the convolution, as the blocks did before oriented_dwconv1d_gelu."""
+    def mid(pre):
+        conv = lambda t: block.mid_conv(t.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)  # noqa: E731
+        return call_recomputing(conv, block.act(pre), lambda: block.act(pre))
+
+    block._mid = mid
     return block
 
 
@@ -40,6 +52,7 @@ def make_cases(c):
         ('2dpp', lambda: OrientedConvNeXtBlock(c, 7, False, mid_kernel_size=31, drop_path_rate=0.1)),
         ('1dpp', lambda: OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp)),
         ('1dpp, h kept (no recompute)', lambda: _keep_h(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
+        ('1dpp, h by saved-tensor hooks', lambda: _hooks(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, residual as mul + add', lambda: _mul_add(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, no drop path', lambda: OrientedConvNeXtBlock(c, **pp)),
     ]

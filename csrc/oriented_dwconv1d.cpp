@@ -1,4 +1,5 @@
-// Schema, autograd and autocast policy of the mmo1d oriented depthwise 1D convolution.
+// Schema, autograd and autocast policy of the mmo1d oriented depthwise 1D convolution, and of its
+// form on a GELU's output that keeps only the GELU's input for backward (the "++" blocks).
 // Device kernels live in cpu/ and cuda/ and register themselves for their dispatch keys.
 //
 // One op serves every tap rule (tap_rule.h), taken as (rounding, sigma, radius): the rounded rules
@@ -30,8 +31,9 @@ c10::TypedOperatorHandle<Fn> find_op(const char* name) {
 }
 
 // Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are
-// always computed from float32 angles).
-template <c10::DispatchKey autocast_key, c10::DeviceType device_type>
+// always computed from float32 angles). GELU: oriented_dwconv1d_gelu, whose pre is cast as the op's
+// input would be (GELU runs in its input's dtype).
+template <c10::DispatchKey autocast_key, c10::DeviceType device_type, bool GELU>
 at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                             const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                             double sigma, double radius, bool residual) {
@@ -39,7 +41,7 @@ at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, c
   const auto dtype = at::autocast::get_autocast_dtype(device_type);
   c10::optional<at::Tensor> cast_bias;
   if (bias.has_value() && bias->defined()) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
-  static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
+  static auto op = find_op<ForwardFn>(GELU ? "mmo1d::oriented_dwconv1d_gelu" : "mmo1d::oriented_dwconv1d");
   return op.call(at::autocast::cached_cast(dtype, input, device_type),
                  at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride, rounding, sigma,
                  radius, residual);
@@ -47,6 +49,47 @@ at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, c
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The input, weight, angle and bias gradients of the op at `input` (tensor inputs in order: input,
+// weight, theta, then bias when given). Rounded taps give the angles no gradient (the output is
+// piecewise constant in them).
+variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
+                            const at::Tensor& weight, const at::Tensor& theta) {
+  static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
+  static auto params_op = find_op<BackwardParamsFn>("mmo1d::oriented_dwconv1d_backward_params");
+  const int64_t stride = ctx->saved_data["stride"].toInt();
+  const std::string rounding = ctx->saved_data["rounding"].toStringRef();
+  const double sigma = ctx->saved_data["sigma"].toDouble(), radius = ctx->saved_data["radius"].toDouble();
+  at::Tensor grad_input, grad_weight, grad_theta, grad_bias;
+  if (ctx->needs_input_grad(0)) {
+    grad_input = input_op.call(grad, input, weight, theta, stride, rounding, sigma, radius,
+                               ctx->saved_data["residual"].toBool());
+  }
+  const bool bias_needed = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3);
+  const bool theta_needed = ctx->needs_input_grad(2) && parse_tap_rule(rounding, sigma, radius).interpolated();
+  if (ctx->needs_input_grad(1) || theta_needed) {
+    at::Tensor dw, dtheta, db;
+    std::tie(dw, dtheta, db) =
+        params_op.call(grad, input, weight, theta, stride, rounding, sigma, radius, bias_needed, theta_needed);
+    if (ctx->needs_input_grad(1)) grad_weight = dw;
+    if (theta_needed) grad_theta = dtheta;
+    if (bias_needed) grad_bias = db;
+  } else if (bias_needed) {
+    grad_bias = bias_grad(grad);
+  }
+  return {grad_input,   grad_weight,  grad_theta,   grad_bias,   at::Tensor(),
+          at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, int64_t stride,
+                  c10::string_view rounding, double sigma, double radius, bool residual) {
+  ctx->saved_data["stride"] = stride;
+  ctx->saved_data["rounding"] = std::string(rounding);
+  ctx->saved_data["sigma"] = sigma;
+  ctx->saved_data["radius"] = radius;
+  ctx->saved_data["residual"] = residual;
+  ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+}
 
 // Autograd in C++, so that a call costs no more host time than an ATen convolution's.
 class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv1dFunction> {
@@ -57,44 +100,13 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
     static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
     at::AutoDispatchBelowADInplaceOrView guard;
     ctx->save_for_backward({input, weight, theta});
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["rounding"] = std::string(rounding);
-    ctx->saved_data["sigma"] = sigma;
-    ctx->saved_data["radius"] = radius;
-    ctx->saved_data["residual"] = residual;
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    save_options(ctx, bias, stride, rounding, sigma, radius, residual);
     return op.call(input, weight, theta, bias, stride, rounding, sigma, radius, residual);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
-    static auto params_op = find_op<BackwardParamsFn>("mmo1d::oriented_dwconv1d_backward_params");
     const auto saved = ctx->get_saved_variables();
-    const auto& grad = grad_outputs[0];
-    const int64_t stride = ctx->saved_data["stride"].toInt();
-    const std::string rounding = ctx->saved_data["rounding"].toStringRef();
-    const double sigma = ctx->saved_data["sigma"].toDouble(), radius = ctx->saved_data["radius"].toDouble();
-    at::Tensor grad_input, grad_weight, grad_theta, grad_bias;
-    if (ctx->needs_input_grad(0)) {
-      grad_input = input_op.call(grad, saved[0], saved[1], saved[2], stride, rounding, sigma, radius,
-                                 ctx->saved_data["residual"].toBool());
-    }
-    // Tensor inputs in order: input, weight, theta, then bias when given. Rounded taps give the
-    // angles no gradient (the output is piecewise constant in them).
-    const bool bias_needed = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3);
-    const bool theta_needed = ctx->needs_input_grad(2) && parse_tap_rule(rounding, sigma, radius).interpolated();
-    if (ctx->needs_input_grad(1) || theta_needed) {
-      at::Tensor dw, dtheta, db;
-      std::tie(dw, dtheta, db) = params_op.call(grad, saved[0], saved[1], saved[2], stride, rounding, sigma, radius,
-                                                bias_needed, theta_needed);
-      if (ctx->needs_input_grad(1)) grad_weight = dw;
-      if (theta_needed) grad_theta = dtheta;
-      if (bias_needed) grad_bias = db;
-    } else if (bias_needed) {
-      grad_bias = bias_grad(grad);
-    }
-    return {grad_input,   grad_weight,  grad_theta,   grad_bias,   at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
   }
 };
 
@@ -104,6 +116,48 @@ at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, c
   return OrientedDWConv1dFunction::apply(input, weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
+// oriented_dwconv1d(gelu(pre), ...) without autograd (inference tensors, autocast's inner call).
+at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
+                        const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                        double sigma, double radius, bool residual) {
+  static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
+  return op.call(at::gelu(pre), weight, theta, bias, stride, rounding, sigma, radius, residual);
+}
+
+// The op on h = gelu(pre) (exact GELU) that saves pre, not h: backward makes h again, then takes
+// the op's gradients at h and GELU's at pre. Where pre is kept anyway (a GELU's backward keeps it),
+// this saves one activation; one node of autograd instead of two, no Python in backward.
+class OrientedDWConv1dGeluFunction : public torch::autograd::Function<OrientedDWConv1dGeluFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& pre, const at::Tensor& weight,
+                            const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
+                            c10::string_view rounding, double sigma, double radius, bool residual) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({pre, weight, theta});
+    save_options(ctx, bias, stride, rounding, sigma, radius, residual);
+    return forward_gelu(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& pre = saved[0];
+    at::Tensor h;
+    {
+      at::NoGradGuard no_grad;
+      h = at::gelu(pre);
+    }
+    auto grads = conv_backward(ctx, grad_outputs[0], h, saved[1], saved[2]);
+    if (grads[0].defined()) grads[0] = at::gelu_backward(grads[0], pre);
+    return grads;
+  }
+};
+
+at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
+                                 const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                                 double sigma, double radius, bool residual) {
+  return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(mmo1d, m) {
@@ -111,6 +165,13 @@ TORCH_LIBRARY(mmo1d, m) {
                     "oriented_dwconv1d(Tensor input, Tensor weight, Tensor theta, Tensor? bias, int stride, "
                     "str rounding, float sigma, float radius, bool residual) -> Tensor",
                     forward_autograd);
+  // oriented_dwconv1d(gelu(pre), ...) with the exact GELU, keeping pre instead of gelu(pre) for
+  // backward (OrientedDWConv1dGeluFunction).
+  def_with_autograd(m,
+                    "oriented_dwconv1d_gelu(Tensor pre, Tensor weight, Tensor theta, Tensor? bias, int stride, "
+                    "str rounding, float sigma, float radius, bool residual) -> Tensor",
+                    forward_gelu_autograd);
+  m.impl("oriented_dwconv1d_gelu", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, &forward_gelu));
   m.def(
       "oriented_dwconv1d_backward_input(Tensor grad_output, Tensor input, Tensor weight, Tensor theta, int stride, "
       "str rounding, float sigma, float radius, bool residual) -> Tensor");
@@ -131,11 +192,13 @@ TORCH_LIBRARY(mmo1d, m) {
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCPU, m) {
-  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU, false>);
+  m.impl("oriented_dwconv1d_gelu", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU, true>);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCUDA, m) {
-  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA, false>);
+  m.impl("oriented_dwconv1d_gelu", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA, true>);
 }
 
 }  // namespace mmo1d

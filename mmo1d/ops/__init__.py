@@ -4,6 +4,7 @@ from .oriented_dwconv1d import (
                                 OrientedDWConv1d,
                                 oriented_angles,
                                 oriented_dwconv1d,
+                                oriented_dwconv1d_gelu,
                                 oriented_dwconv1d_path,
                                 oriented_dwconv1d_paths,
 )
@@ -13,7 +14,7 @@ from .table_cache import clear_table_cache, table_cache_size
 
 __all__ = [
     'autocast_output_dtype', 'canonical_path', 'clear_table_cache', 'layer_norm_last', 'oriented_dwconv1d',
-    'oriented_dwconv1d_path',
+    'oriented_dwconv1d_gelu', 'oriented_dwconv1d_path',
     'oriented_dwconv1d_paths', 'OrientedDWConv1d', 'PATH_ALIASES', 'oriented_angles', 'oriented_dwconv1d_reference',
     'table_cache_size', 'tap_offsets'
 ]

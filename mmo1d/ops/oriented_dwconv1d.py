@@ -36,6 +36,11 @@ def _forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, r
                        dtype=input.dtype, device=input.device, memory_format=_memory_format(input))
 
 
+@torch.library.register_fake('mmo1d::oriented_dwconv1d_gelu')
+def _forward_gelu_fake(pre, weight, theta, bias, stride, rounding, sigma, radius, residual):
+    return _forward_fake(pre, weight, theta, bias, stride, rounding, sigma, radius, residual)
+
+
 @torch.library.register_fake('mmo1d::oriented_dwconv1d_backward_input')
 def _backward_input_fake(grad_output, input, weight, theta, stride, rounding, sigma, radius, residual):
     return torch.empty(input.shape, dtype=input.dtype, device=input.device,
@@ -85,17 +90,44 @@ def oriented_dwconv1d(input: Tensor,
     Returns:
         Tensor: (N, C, ceil(H / stride), ceil(W / stride)).
     """
-    _check_tap_rule('oriented_dwconv1d', rounding, sigma, radius)
+    _check_call('oriented_dwconv1d', input, weight, stride, rounding, sigma, radius)
+    return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding, float(sigma), float(radius), residual)
+
+
+def oriented_dwconv1d_gelu(pre: Tensor,
+                           weight: Tensor,
+                           theta: Tensor,
+                           bias: Optional[Tensor] = None,
+                           stride: int = 1,
+                           rounding: str = 'trunc',
+                           residual: bool = False,
+                           sigma: float = DEFAULT_SIGMA,
+                           radius: float = DEFAULT_RADIUS) -> Tensor:
+    """``oriented_dwconv1d(F.gelu(pre), ...)`` (the exact GELU) keeping ``pre``, not its GELU, for backward.
+
+    Backward makes ``gelu(pre)`` again. Where ``pre`` is kept anyway this saves one activation, as a
+    recompute through saved-tensor hooks would, but in one autograd node in C++: the "++" blocks call
+    it on the output of their first Linear. Arguments and result as :func:`oriented_dwconv1d`, with
+    ``pre`` in the place of ``input``; values and gradients are those of the two calls, bit for bit.
+    """
+    _check_call('oriented_dwconv1d_gelu', pre, weight, stride, rounding, sigma, radius)
+    return _ops.oriented_dwconv1d_gelu(pre, weight, theta, bias, stride, rounding, float(sigma), float(radius),
+                                       residual)
+
+
+def _check_call(op: str, input: Tensor, weight: Tensor, stride: int, rounding: str, sigma: float,
+                radius: float) -> None:
+    """The checks of a call that the op's schema does not make; the CUDA kernels loaded for a CUDA input."""
+    _check_tap_rule(op, rounding, sigma, radius)
     if isinstance(stride, bool) or not isinstance(stride, int):
-        raise ValueError(f'oriented_dwconv1d: stride must be an int, got {stride!r}')
+        raise ValueError(f'{op}: stride must be an int, got {stride!r}')
     # A (C, 1, 1, K) weight goes to the op as it is: the op views it as (C, K) (a reshape here would
     # cost host time at every call and, in training, a node of the backward graph). While tracing
     # (TorchScript ONNX export) sizes are traced values: the op's own check of the shape runs then.
     if not torch.jit.is_tracing() and weight.dim() == 4 and (weight.shape[1] != 1 or weight.shape[2] != 1):
-        raise ValueError(f'oriented_dwconv1d: a 4-D weight must have shape (C, 1, 1, K), got {tuple(weight.shape)}')
+        raise ValueError(f'{op}: a 4-D weight must have shape (C, 1, 1, K), got {tuple(weight.shape)}')
     if input.is_cuda:
         ensure_cuda_kernels()
-    return _ops.oriented_dwconv1d(input, weight, theta, bias, stride, rounding, float(sigma), float(radius), residual)
 
 
 def _check_tap_rule(op: str, rounding: str, sigma: float, radius: float) -> None:
@@ -275,6 +307,12 @@ class OrientedDWConv1d(nn.Module):
         """(N, C, H, W) -> (N, C, ceil(H / stride), ceil(W / stride))."""
         return oriented_dwconv1d(x, self.weight, self.theta, self.bias, self.stride, self.rounding, self.residual,
                                  self.sigma, self.radius)
+
+    def forward_gelu(self, pre: Tensor) -> Tensor:
+        """``forward(F.gelu(pre))``, keeping ``pre`` instead of its GELU for backward
+        (:func:`oriented_dwconv1d_gelu`)."""
+        return oriented_dwconv1d_gelu(pre, self.weight, self.theta, self.bias, self.stride, self.rounding,
+                                      self.residual, self.sigma, self.radius)
 
     def extra_repr(self) -> str:
         s = (f'{self.channels}, kernel_size={self.kernel_size}, stride={self.stride}, '

@@ -228,15 +228,23 @@ def test_block_drop_path_in_one_addcmul():
 
 
 def test_plus_plus_block_keeps_no_gelu_output():
-    """The "++" convolution's input (the GELU output) is recomputed in backward, not kept."""
+    """The "++" convolution's input (the GELU output) is made again in backward, not kept: of the
+    block's 4C-wide activations, backward keeps pw1's output (GELU's input) and pw2's input only."""
     block = OrientedConvNeXtBlock(8, 5, True, mid_kernel_size=7, directions=4)
     _randomise(block)
-    outputs = []
-    block.act.register_forward_hook(lambda m, i, o: outputs.append(weakref.ref(o)))
+    kept, wide = [], []
+    block.pointwise_conv1.register_forward_hook(lambda m, i, o: kept.append(o.data_ptr()))
+    block.pointwise_conv2.register_forward_pre_hook(lambda m, i: kept.append(i[0].data_ptr()))
     x = torch.randn(2, 8, 9, 11, requires_grad=True)
-    y = block(x)
-    gc.collect()
-    assert outputs[0]() is None
+
+    def pack(t):
+        if t.numel() == 4 * x.numel():
+            wide.append(t.data_ptr())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = block(x)
+    assert len(kept) == 2 and set(wide) == set(kept)
     grad_out = torch.randn_like(y)
     y.backward(grad_out)
     grads = [x.grad] + [p.grad for p in block.parameters()]
