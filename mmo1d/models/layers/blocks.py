@@ -137,10 +137,11 @@ class OrientedConvNeXtBlock(BaseModule):
         When training (without activation checkpointing, which recomputes everything anyway), the
         GELU output is not kept for the convolution's weight gradient: one op takes ``pre``, which
         a GELU would keep for its own gradient, and backward makes the GELU output again
-        (:func:`mmo1d.ops.oriented_dwconv1d_gelu`). That saves one 4C activation per block.
+        (:func:`mmo1d.ops.oriented_dwconv1d_gelu`). That saves one 4C activation per block. Traced
+        or compiled (export), the block runs the GELU and the oriented op, which have lowerings.
         """
         pre = pre.permute(0, 3, 1, 2)  # GELU on this view in both branches: the same values on the CPU
-        if not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling():
+        if not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling() or torch.jit.is_tracing():
             return self.mid_conv(self.act(pre)).permute(0, 2, 3, 1)
         return self.mid_conv.forward_gelu(pre).permute(0, 2, 3, 1)
 
