@@ -128,6 +128,27 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
     )
 
 
+def merge_rounds(rounds: List[List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """One record per config from rounds of every config (each round a list of records in the same
+    order): the first round's record (with its profiles), ``s_per_iter_median`` the median of the
+    rounds' medians, ``s_per_iter_rounds`` those medians (None for a round that failed) and
+    ``peak_mem_bytes`` the largest peak, ``rounds_failed`` how many of its runs failed. A config
+    that failed in every round keeps its first error.
+    """
+    merged = []
+    for runs in zip(*rounds):
+        timed = [r for r in runs if r.get('s_per_iter_median')]
+        rec = dict(timed[0] if timed else runs[0])
+        if len(runs) > 1 and timed:
+            rec['s_per_iter_rounds'] = [r.get('s_per_iter_median') for r in runs]
+            rec['s_per_iter_median'] = statistics.median(r['s_per_iter_median'] for r in timed)
+            peaks = [r['peak_mem_bytes'] for r in timed if r.get('peak_mem_bytes') is not None]
+            rec['peak_mem_bytes'] = max(peaks) if peaks else None
+            rec['rounds_failed'] = sum('error' in r for r in runs)
+        merged.append(rec)
+    return merged
+
+
 def run_config(run: DownstreamRun, config_root: str, data_root: str, work_dir: str, warmup: int, iters: int,
                max_time: Optional[float] = None, workers: int = 2, dry_run: bool = False,
                init_loss_scale: Optional[float] = None, kernel_steps: int = 0,

@@ -206,3 +206,31 @@ def test_readme_table_from_committed_results(capsys):
         assert ratio == pytest.approx(rec['s_per_iter_median'] / base['s_per_iter_median'], abs=5e-3)
         assert mib == pytest.approx(rec['peak_mem_bytes'] / 2**20, abs=0.5)
         assert mem_ratio == pytest.approx(rec['peak_mem_bytes'] / base['peak_mem_bytes'], abs=5e-3)
+
+
+def test_rounds_merge_into_medians_with_per_round_ratio_ranges():
+    """--rounds: each config's s/iter is the median of its rounds' medians; its ratio to the stock config
+    comes with the range of the rounds' own ratios (each round's config against the same round's stock)."""
+    from mmo1d.benchmark.downstream import merge_rounds
+
+    def rec(name, s, peak, baseline=False, **extra):
+        return dict(name=name, task='seg', baseline=baseline, config=f'{name}.py', s_per_iter_median=s,
+                    peak_mem_bytes=peak, iters_timed=25, iters=25, **extra)
+
+    rounds = [[rec('seg-stock', 0.060, 100, True, kernel_ms=40.0), rec('seg-t-1d', 0.066, 90)],
+              [rec('seg-stock', 0.070, 120, True), rec('seg-t-1d', 0.063, 95)],
+              [rec('seg-stock', 0.064, 110, True), dict(name='seg-t-1d', task='seg', baseline=False,
+                                                         config='seg-t-1d.py', error='timed out')]]
+    stock, ours = merge_rounds(rounds)
+    assert stock['s_per_iter_rounds'] == [0.060, 0.070, 0.064] and stock['s_per_iter_median'] == 0.064
+    assert stock['peak_mem_bytes'] == 120 and stock['kernel_ms'] == 40.0 and stock['rounds_failed'] == 0
+    assert ours['s_per_iter_rounds'] == [0.066, 0.063, None] and ours['rounds_failed'] == 1
+    assert ours['s_per_iter_median'] == pytest.approx(statistics.median([0.066, 0.063]))
+    benchmark_tool.add_ratios([stock, ours])
+    assert ours['s_per_iter_ratio'] == pytest.approx(ours['s_per_iter_median'] / 0.064)
+    ratios = ours['s_per_iter_ratio_rounds']
+    assert ratios[:2] == pytest.approx([1.1, 0.9]) and ratios[2] is None
+    assert benchmark_tool._ratio(ours) == f"{ours['s_per_iter_ratio']:.2f} (0.90-1.10)"
+    # One round: the records as they are.
+    single = merge_rounds([rounds[0]])
+    assert single == rounds[0] and 's_per_iter_rounds' not in single[0]

@@ -39,7 +39,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from mmo1d.benchmark.downstream import run_config
+from mmo1d.benchmark.downstream import merge_rounds, run_config
 from mmo1d.benchmark.downstream_configs import DEFAULT_RUNS, RUNS, SMOKE_RUNS, TASK_NAMES
 from mmo1d.benchmark.host_profile import host_tables
 from mmo1d.benchmark.names import machine_tag, results_stem
@@ -84,6 +84,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--in-process', action='store_true',
                         help='run the configs one after another in this process instead of one process each')
     parser.add_argument('--timeout', type=float, default=300.0, help='seconds a config\'s process may run')
+    parser.add_argument('--rounds', type=int, default=1,
+                        help='run every config this many times, the configs in turn (A B C A B C), each time in a '
+                        'fresh process: s/iter is the median of the rounds\' medians and each ratio to the stock '
+                        'config comes with its range over the rounds, so that a slow spell of a shared host shows as '
+                        'spread instead of moving one config (default: 1); profiles run in the first round only')
     parser.add_argument('--work-dir', help='logs of the runs (default: a temporary folder, removed)')
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON',
@@ -97,6 +102,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args.workers = (0 if cpu else 2) if args.workers is None else args.workers
     if args.warmup < 0 or args.iters < 1 or args.workers < 0 or args.kernel_times < 0 or args.host_profile < 0:
         parser.error('--warmup, --workers, --kernel-times and --host-profile must be >= 0, --iters >= 1')
+    if args.rounds < 1:
+        parser.error(f'--rounds must be >= 1, got {args.rounds}')
     if args.init_loss_scale is not None and not args.init_loss_scale > 0:
         parser.error(f'--init-loss-scale must be positive, got {args.init_loss_scale}')
     return args
@@ -183,7 +190,7 @@ def env_info(args: argparse.Namespace) -> Dict:
     return {**env, **versions(), 'commit': source_commit(), 'data_root': args.data_root, 'warmup': args.warmup,
             'iters': args.iters, 'max_time_s': args.max_time or None, 'workers': args.workers,
             'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale,
-            'kernel_steps': args.kernel_times, 'host_steps': args.host_profile}
+            'kernel_steps': args.kernel_times, 'host_steps': args.host_profile, 'rounds': args.rounds}
 
 
 def add_ratios(records: List[Dict]) -> None:
@@ -195,6 +202,9 @@ def add_ratios(records: List[Dict]) -> None:
             continue
         rec['baseline_name'] = ref['name']
         rec['s_per_iter_ratio'] = rec['s_per_iter_median'] / ref['s_per_iter_median']
+        if len(rec.get('s_per_iter_rounds', [])) > 1 and len(ref.get('s_per_iter_rounds', [])) > 1:
+            rec['s_per_iter_ratio_rounds'] = [t / b if t and b else None for t, b in
+                                              zip(rec['s_per_iter_rounds'], ref['s_per_iter_rounds'])]
         if rec.get('peak_mem_bytes') and ref.get('peak_mem_bytes'):
             rec['peak_mem_ratio'] = rec['peak_mem_bytes'] / ref['peak_mem_bytes']
         if rec.get('kernel_ms') is not None:
@@ -210,6 +220,13 @@ def _backbone(rec: Dict) -> str:
     depths = '-'.join(map(str, bb['depths']))
     variant = f", {bb['variant']}" if bb.get('variant') else ''
     return f"{bb['type']} ({depths}{variant})"
+
+
+def _ratio(rec: Dict) -> str:
+    """The s/iter ratio to the baseline, with its range over the rounds when there were several."""
+    text = _num(rec, 's_per_iter_ratio', '.2f')
+    spread = [r for r in rec.get('s_per_iter_ratio_rounds') or [] if r is not None]
+    return f'{text} ({min(spread):.2f}-{max(spread):.2f})' if len(spread) > 1 else text
 
 
 def _num(rec: Dict, key: str, fmt: str, scale: float = 1.0) -> str:
@@ -232,7 +249,9 @@ def summarize(result: Dict) -> str:
              f"Demo data ({env['data_root']}, tools/dataset_converters/make_demo_data.py), 2 images per GPU, each "
              'config\'s own train pipeline, optim wrapper (AMP dtype below) and cudnn.benchmark setting; '
              f"{env['warmup']} warm-up + {env['iters']} timed iterations per config{limit}{scale}, "
-             + ('each config in a process of its own. ' if env.get('isolated') else 'all in one process. ')
+             + ('each config in a process of its own' if env.get('isolated') else 'all in one process')
+             + (f"; {env['rounds']} rounds, the configs in turn, s/iter the median of the rounds' medians and "
+                'each ratio with its range over the rounds in parentheses. ' if env.get('rounds', 1) > 1 else '. ')
              + '*s/iter*: median time of `model.train_step` (data preprocessing, forward, backward, optimizer step) '
              'between two `torch.cuda.synchronize()`; *data s*: median time to fetch a batch from the loader (not '
              'in s/iter). *peak MiB*: `torch.cuda.max_memory_allocated` over the timed iterations. *vs*: ratio to '
@@ -257,7 +276,7 @@ def summarize(result: Dict) -> str:
                 continue
             lines.append(
                 f"| {label} | {_backbone(rec)} | {amp} | {_num(rec, 's_per_iter_median', '.4f')} | "
-                f"{_num(rec, 's_per_iter_ratio', '.2f')} | {_num(rec, 'data_s_median', '.4f')} | "
+                f"{_ratio(rec)} | {_num(rec, 'data_s_median', '.4f')} | "
                 f"{_num(rec, 'peak_mem_bytes', '.0f', 2**20)} | {_num(rec, 'peak_mem_ratio', '.2f')} | "
                 f"{rec['iters_timed']} of {rec['iters']} | {_num(rec, 'overflow_skipped_steps', 'd')} | "
                 f"{_num(rec, 'loss_final', '.3g')} |")
@@ -295,7 +314,7 @@ def readme_table(result: Dict) -> str:
         if not rec.get('s_per_iter_median'):
             continue
         lines.append(f"| {TASK_NAMES[rec['task']]} | {rec['name']} | {_num(rec, 's_per_iter_median', '.3f')} | "
-                     f"{_num(rec, 's_per_iter_ratio', '.2f')} | {_num(rec, 'peak_mem_bytes', '.0f', 2**20)} | "
+                     f"{_ratio(rec)} | {_num(rec, 'peak_mem_bytes', '.0f', 2**20)} | "
                      f"{_num(rec, 'peak_mem_ratio', '.2f')} |")
     return '\n'.join(lines)
 
@@ -325,19 +344,28 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     with tempfile.TemporaryDirectory(prefix='downstream_') as tmp:
         work_dir = args.work_dir or tmp
         os.makedirs(work_dir, exist_ok=True)
-        records = []
-        for name in args.configs:
-            print(f'== {name}', flush=True)
-            records.append(run_one(args, name, work_dir) if args.in_process else run_isolated(args, name, work_dir))
-            rec = records[-1]
-            if args.in_process:
-                gc.collect()  # the runner's reference cycles hold the model
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-            if rec.get('s_per_iter_median'):
-                peak = rec['peak_mem_bytes']
-                print(f"{name}: {rec['s_per_iter_median']:.4f} s/iter over {rec['iters_timed']} iterations"
-                      + ('' if peak is None else f', peak {peak / 2**20:.0f} MiB'), flush=True)
+        rounds = []
+        for r in range(args.rounds):
+            # The profiles (kernel times, host phases) in the first round only.
+            round_args = args if r == 0 else argparse.Namespace(**{**vars(args), 'kernel_times': 0,
+                                                                    'host_profile': 0})
+            rounds.append([])
+            round_dir = work_dir if args.rounds == 1 else osp.join(work_dir, f'round{r + 1}')
+            os.makedirs(round_dir, exist_ok=True)
+            for name in args.configs:
+                print(f'== {name}' + (f' (round {r + 1} of {args.rounds})' if args.rounds > 1 else ''), flush=True)
+                rec = (run_one(round_args, name, round_dir) if args.in_process else
+                       run_isolated(round_args, name, round_dir))
+                rounds[-1].append(rec)
+                if args.in_process:
+                    gc.collect()  # the runner's reference cycles hold the model
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
+                if rec.get('s_per_iter_median'):
+                    peak = rec['peak_mem_bytes']
+                    print(f"{name}: {rec['s_per_iter_median']:.4f} s/iter over {rec['iters_timed']} iterations"
+                          + ('' if peak is None else f', peak {peak / 2**20:.0f} MiB'), flush=True)
+    records = merge_rounds(rounds)
     add_ratios(records)
     result = {'env': env_info(args), 'records': records}
     os.makedirs(args.out_dir, exist_ok=True)
