@@ -1,8 +1,9 @@
 """Keep no copy of an activation for backward: recompute it there instead.
 
 Used where an activation is cheap to recompute from a tensor that backward keeps anyway: the
-full-resolution output of the 1D stem's first Linear, and the GELU output that the "++" blocks'
-oriented convolution would save.
+full-resolution output of the 1D stem's first Linear and its LN + GELU outputs. (The "++" blocks'
+GELU output is made again inside one C++ op instead, ``mmo1d.ops.oriented_dwconv1d_gelu``: no
+Python runs in its backward.)
 """
 from typing import Callable
 
