@@ -1,4 +1,5 @@
-"""Where the host's time of a training step goes, from ``torch.profiler``'s CPU events.
+"""Where the host's time of a training step goes: each phase by the wall clock, then its ops and
+autograd nodes from ``torch.profiler``'s CPU events.
 
 A detection or segmentation step with 2 images per GPU can be bound by the host: the GPU waits for
 the CPU to issue the next kernel. Then what decides the step's time is the CPU time of each phase,
@@ -189,7 +190,7 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
         return []
     labels = list(dict.fromkeys(label for r in recs for label in r['host']['phases_ms']))
     steps = recs[0]['host']['host_steps']
-    lines = [f"Host time of one iteration by phase, {recs[0]['host']['host_steps']} iterations with each phase timed "
+    lines = [f'Host time of one iteration by phase, {steps} iterations with each phase timed '
              'by the wall clock: ms per iteration from entering to leaving the phase\'s call, where the host issues '
              'its work (*forward:other*: the loss functions and what the model runs outside its children\'s '
              'forwards; *backward*: until the autograd engine has issued every backward kernel; *step*: AMP\'s '

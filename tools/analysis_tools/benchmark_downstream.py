@@ -14,6 +14,11 @@ config of the same task (< 1.0 = faster), the peak memory of the timed iteration
 Writes ``<out-dir>/downstream_<tag>.json`` and ``.md`` with the environment and the command (the tag from
 :func:`mmo1d.benchmark.names.machine_tag`: ``downstream_h100``; ``downstream_dry_run_<tag>`` with ``--dry-run``).
 
+``--kernel-times N`` adds the GPU kernel time of N more iterations (against the wall clock: is the
+iteration bound by the GPU or by the host?), ``--host-profile N`` the host time of each phase of N more
+(mmo1d.benchmark.host_profile), and ``--rounds N`` runs the whole list of configs N times in turn, so
+that each ratio to the stock config comes with its range over the rounds.
+
 With ``--device cpu`` the default configs are the small demo ones (fp32), a check of the code path
 (no timings worth reading); ``--dry-run`` only resolves and builds each config (model, dataloader, one
 batch) and records its backbone.
