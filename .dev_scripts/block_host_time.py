@@ -2,11 +2,10 @@
 ConvNeXtBlock against OrientedConvNeXtBlock's designs, and the "++" block with parts of it swapped
 for plain PyTorch, on a tensor small enough for the GPU to keep up (the host is the bound).
 
-    python .dev_scripts/block_host_time.py [--channels 96] [--size 14] [--dtype float16] [--kernel-ms]
+    python .dev_scripts/block_host_time.py [--channels 96] [--size 14] [--dtype float16]
 
 Each case issues ``--calls`` calls without synchronising, in ``--rounds`` interleaved rounds; the
-median round is printed with the slowest / fastest round, and with ``--kernel-ms`` the GPU kernel
-time of a call (at a large ``--batch`` / ``--size`` the figure to compare the GPU work by).
+median round is printed with the slowest / fastest round.
 """
 import argparse
 import statistics
@@ -43,20 +42,6 @@ def _mul_add(block):
     return block
 
 
-def _addcmul_residual(block):
-    """The residual as ``torch.addcmul`` outside autocast, whose backward ATen derives (before
-    ``scaled_residual``)."""
-    def residual(shortcut, branch):
-        scale = block.gamma.view(-1, 1, 1)
-        keep = block.drop_path.sample_scale(branch) if hasattr(block.drop_path, 'sample_scale') else None
-        scale = scale if keep is None else scale * keep
-        with torch.autocast(branch.device.type, enabled=False):
-            return torch.addcmul(shortcut, branch, scale)
-
-    block._residual = residual
-    return block
-
-
 def make_cases(c):
     from mmpretrain.models.backbones.convnext import ConvNeXtBlock
     pp = dict(kernel_size=15, oriented=True, mid_kernel_size=31)
@@ -69,10 +54,6 @@ def make_cases(c):
         ('1dpp, h kept (no recompute)', lambda: _keep_h(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, h by saved-tensor hooks', lambda: _hooks(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, residual as mul + add', lambda: _mul_add(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
-        ('1dpp, residual by torch.addcmul', lambda: _addcmul_residual(OrientedConvNeXtBlock(c, drop_path_rate=0.1,
-                                                                                            **pp))),
-        ('1d, residual by torch.addcmul', lambda: _addcmul_residual(OrientedConvNeXtBlock(c, 31, True,
-                                                                                          drop_path_rate=0.1))),
         ('1dpp, no drop path', lambda: OrientedConvNeXtBlock(c, **pp)),
     ]
 
@@ -86,8 +67,6 @@ def main():
     parser.add_argument('--calls', type=int, default=100)
     parser.add_argument('--rounds', type=int, default=7)
     parser.add_argument('--device', default='cuda')
-    parser.add_argument('--kernel-ms', action='store_true',
-                        help='also the GPU kernel time of one call of each case (torch.profiler, 5 calls)')
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     x0 = torch.randn(args.batch, args.channels, args.size, args.size, device=args.device).contiguous(
@@ -118,13 +97,9 @@ def main():
     print(f'{gpu}; {args.batch}x{args.channels}x{args.size}x{args.size} channels_last, '
           f'{args.dtype} autocast, forward + backward, {args.rounds} rounds of {args.calls} calls')
     base = statistics.median(cases[0][2])
-    for name, call, times in cases:
+    for name, _, times in cases:
         med = statistics.median(times)
-        kernel = ''
-        if args.kernel_ms:
-            from mmo1d.benchmark.kernels import profile_kernels
-            kernel = f"  kernels {profile_kernels(call, 5)['kernel_ms']:.3f} ms"
-        print(f'{name:34s} {med:8.1f} us  {med / base:5.2f}x  spread {max(times) / min(times):.2f}{kernel}')
+        print(f'{name:34s} {med:8.1f} us  {med / base:5.2f}x  spread {max(times) / min(times):.2f}')
 
 
 if __name__ == '__main__':

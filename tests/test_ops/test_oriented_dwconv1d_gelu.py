@@ -116,10 +116,3 @@ def test_bad_arguments_name_the_op():
         oriented_dwconv1d_gelu(x, weight.view(8, 5, 1, 1), theta, bias)
     with pytest.raises(ValueError, match='oriented_dwconv1d_gelu'):
         oriented_dwconv1d_gelu(x, weight, theta, bias, rounding='nearest')
-
-
-@pytest.mark.parametrize('device', DEVICES)
-def test_opcheck(device):
-    x, weight, theta, bias = make_inputs(2, 4, 6, 7, 5, device=device, seed=2)
-    args = (x.requires_grad_(), weight.requires_grad_(), theta, bias.requires_grad_(), 1, 'trunc', 0.5, 1.0, True)
-    torch.library.opcheck(torch.ops.mmo1d.oriented_dwconv1d_gelu.default, args)
