@@ -66,7 +66,7 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
         Step times (seconds), their median, the loader's times, the images' sizes, the peak memory of
         the timed iterations and of the whole run (CUDA), the last loss and the loss scale; with
         ``kernel_steps``, the :func:`~mmo1d.benchmark.kernels.kernel_summary` of the profiled iterations,
-        with ``host_steps`` the :func:`~mmo1d.benchmark.host_profile.host_summary` as ``host``.
+        with ``host_steps`` the :func:`~mmo1d.benchmark.host_profile.profile_host` result as ``host``.
     """
     cuda = next(model.parameters()).is_cuda
     scaler = getattr(optim_wrapper, 'loss_scaler', None)
