@@ -106,11 +106,14 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
     loss = float(log_vars['loss']) if 'loss' in log_vars else None
     peak = torch.cuda.max_memory_allocated() if cuda else None
     profiled: Dict[str, Any] = {}
+
+    def step() -> None:
+        model.train_step(next(batches), optim_wrapper=optim_wrapper)
+
     if cuda and kernel_steps > 0:
-        profiled = profile_kernels(lambda: model.train_step(next(batches), optim_wrapper=optim_wrapper), kernel_steps)
+        profiled = profile_kernels(step, kernel_steps)
     if host_steps > 0:
-        profiled['host'] = profile_host(lambda: model.train_step(next(batches), optim_wrapper=optim_wrapper), model,
-                                       optim_wrapper, host_steps, sync=lambda: _sync(cuda))
+        profiled['host'] = profile_host(step, model, optim_wrapper, host_steps, sync=lambda: _sync(cuda))
     return dict(
         iters_timed=len(steps),
         s_per_iter_median=statistics.median(steps) if steps else None,
