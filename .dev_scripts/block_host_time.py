@@ -8,6 +8,7 @@ Each case issues ``--calls`` calls without synchronising, in ``--rounds`` interl
 median round is printed with the slowest / fastest round.
 """
 import argparse
+import functools
 import statistics
 import time
 import types
@@ -42,6 +43,23 @@ def _mul_add(block):
     return block
 
 
+def _cast_nodes(block):
+    """The oriented convolutions' weight and bias cast to the autocast dtype by nodes of the graph
+    (a ToCopy node each in forward and in backward), as autocast casts conv2d's; the op itself casts
+    them inside its node."""
+    from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_gelu
+
+    def forward(x, conv, fn):
+        dtype = torch.get_autocast_dtype('cuda') if torch.is_autocast_enabled('cuda') else conv.weight.dtype
+        return fn(x, conv.weight.to(dtype), conv.theta, conv.bias.to(dtype), conv.stride, conv.rounding,
+                  conv.residual, conv.sigma, conv.radius)
+
+    for conv in (block.depthwise_conv, block.mid_conv):
+        conv.forward = functools.partial(forward, conv=conv, fn=oriented_dwconv1d)
+        conv.forward_gelu = functools.partial(forward, conv=conv, fn=oriented_dwconv1d_gelu)
+    return block
+
+
 def make_cases(c):
     from mmpretrain.models.backbones.convnext import ConvNeXtBlock
     pp = dict(kernel_size=15, oriented=True, mid_kernel_size=31)
@@ -53,6 +71,7 @@ def make_cases(c):
         ('1dpp', lambda: OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp)),
         ('1dpp, h kept (no recompute)', lambda: _keep_h(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, h by saved-tensor hooks', lambda: _hooks(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
+        ('1dpp, parameters cast by nodes', lambda: _cast_nodes(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, residual as mul + add', lambda: _mul_add(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, no drop path', lambda: OrientedConvNeXtBlock(c, **pp)),
     ]

@@ -1,7 +1,8 @@
 """Representative calls of the CUDA op for compute-sanitizer: every kernel path of every pass, each
 dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, the four roundings (the
 interpolated ones with learnable angles), all at small sizes; with and without bias, each case twice
-with the same angles (table cache build, then hit).
+with the same angles (table cache build, then hit). Then the channels-last layer norm's forward and
+backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
@@ -16,7 +17,13 @@ import math
 
 import torch
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path, oriented_dwconv1d_paths
+from mmo1d.ops import (
+    layer_norm_last,
+    oriented_angles,
+    oriented_dwconv1d,
+    oriented_dwconv1d_path,
+    oriented_dwconv1d_paths,
+)
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
 # (N, C, H, W, K, stride, dtype, layout[, rounding[, angles]]): chosen so that every path appears.
@@ -89,6 +96,29 @@ def run(case, seed: int) -> list:
     return paths
 
 
+# (rows, C, input dtype, output dtype, gelu) of the layer norm.
+LAYER_NORM_CASES = [
+    (37, 96, torch.float32, torch.float16, False),
+    (301, 384, torch.float16, torch.float16, True),
+    (77, 768, torch.bfloat16, torch.float32, False),
+    (5, 1022, torch.float32, torch.float32, True),   # C not a multiple of the vector width
+    (9, 1024, torch.float16, torch.float16, False),  # the widest fused backward
+    (3, 7, torch.float64, torch.float64, True),
+]
+
+
+def run_layer_norm(case: tuple, seed: int) -> None:
+    rows, c, dtype, out_dtype, gelu = case
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, c, generator=g).to('cuda', dtype).requires_grad_()
+    weight = torch.randn(c, generator=g, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    bias = torch.randn(c, generator=g, dtype=weight.dtype)
+    weight, bias = weight.cuda().requires_grad_(), bias.cuda().requires_grad_()
+    out = layer_norm_last(x, weight, bias, 1e-6, gelu, out_dtype)
+    torch.autograd.grad(out, [x, weight, bias], torch.randn_like(out))
+    torch.cuda.synchronize()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='every other case (for racecheck)')
@@ -99,6 +129,9 @@ def main() -> None:
         seen.update(paths)
         print(case[:6], str(case[6]).replace('torch.', ''), *case[7:], '->', ', '.join(paths), flush=True)
     print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
+    for i, case in enumerate(LAYER_NORM_CASES[::2] if args.quick else LAYER_NORM_CASES):
+        run_layer_norm(case, i)
+        print('layer norm', case[:2], *(str(t).replace('torch.', '') for t in case[2:4]), 'gelu' * case[4], flush=True)
     missing = sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
     if missing and not args.quick:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')

@@ -30,25 +30,11 @@ c10::TypedOperatorHandle<Fn> find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Fn>();
 }
 
-// Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are
-// always computed from float32 angles). GELU: oriented_dwconv1d_gelu, whose pre is cast as the op's
-// input would be (GELU runs in its input's dtype).
-template <c10::DispatchKey autocast_key, c10::DeviceType device_type, bool GELU>
-at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                            const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                            double sigma, double radius, bool residual) {
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
-  const auto dtype = at::autocast::get_autocast_dtype(device_type);
-  c10::optional<at::Tensor> cast_bias;
-  if (bias.has_value() && bias->defined()) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
-  static auto op = find_op<ForwardFn>(GELU ? "mmo1d::oriented_dwconv1d_gelu" : "mmo1d::oriented_dwconv1d");
-  return op.call(at::autocast::cached_cast(dtype, input, device_type),
-                 at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride, rounding, sigma,
-                 radius, residual);
-}
-
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// Arguments of the Functions' forward after ctx: one gradient (or none) each.
+constexpr size_t kForwardArgs = 11;
 
 // The input, weight, angle and bias gradients of the op at `input` (tensor inputs in order: input,
 // weight, theta, then bias when given). Rounded taps give the angles no gradient (the output is
@@ -57,6 +43,10 @@ variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const 
                             const at::Tensor& weight, const at::Tensor& theta) {
   static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
   static auto params_op = find_op<BackwardParamsFn>("mmo1d::oriented_dwconv1d_backward_params");
+  // The backward ops have no autograd formula: in a backward that builds no graph, skip the
+  // dispatcher's autograd fallback (a boxed call per op).
+  c10::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+  if (!at::GradMode::is_enabled()) below_autograd.emplace();
   const int64_t stride = ctx->saved_data["stride"].toInt();
   const std::string rounding = ctx->saved_data["rounding"].toStringRef();
   const double sigma = ctx->saved_data["sigma"].toDouble(), radius = ctx->saved_data["radius"].toDouble();
@@ -77,8 +67,33 @@ variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const 
   } else if (bias_needed) {
     grad_bias = bias_grad(grad);
   }
-  return {grad_input,   grad_weight,  grad_theta,   grad_bias,   at::Tensor(),
-          at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  // Parameters cast by the op under autocast (forward_autocast) get their gradients in their own dtype.
+  const auto weight_dtype = static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+  const auto bias_dtype = static_cast<at::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
+  if (grad_weight.defined() && grad_weight.scalar_type() != weight_dtype) grad_weight = grad_weight.to(weight_dtype);
+  if (grad_bias.defined() && grad_bias.scalar_type() != bias_dtype) grad_bias = grad_bias.to(bias_dtype);
+  return {grad_input, grad_weight, grad_theta, grad_bias};
+}
+
+// The weight and bias a call computes with. Under autocast (autocast_dtype given) the eligible ones
+// (at::autocast::cached_cast's rule) are cast to its dtype here, below autograd, as cached_cast would
+// cast them above it: the same values, but no cast nodes in the graph (two per call and two in its
+// backward); conv_backward casts their gradients back. The dtypes they came in are saved in ctx.
+struct CallParams {
+  at::Tensor weight;
+  c10::optional<at::Tensor> bias;
+};
+
+CallParams call_params(AutogradContext* ctx, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                       c10::optional<at::ScalarType> autocast_dtype, c10::DeviceType device_type) {
+  const bool has_bias = bias.has_value() && bias->defined();
+  ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
+  ctx->saved_data["bias_dtype"] = static_cast<int64_t>(has_bias ? bias->scalar_type() : weight.scalar_type());
+  if (!autocast_dtype.has_value()) return {weight, bias};
+  auto cast = [&](const at::Tensor& t) {
+    return at::autocast::is_eligible(t, device_type) ? t.to(*autocast_dtype) : t;
+  };
+  return {cast(weight), has_bias ? c10::optional<at::Tensor>(cast(*bias)) : bias};
 }
 
 void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, int64_t stride,
@@ -96,17 +111,22 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
-                            c10::string_view rounding, double sigma, double radius, bool residual) {
+                            c10::string_view rounding, double sigma, double radius, bool residual,
+                            c10::optional<at::ScalarType> autocast_dtype = c10::nullopt,
+                            c10::DeviceType device_type = c10::DeviceType::CPU) {
     static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({input, weight, theta});
+    const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
+    ctx->save_for_backward({input, p.weight, theta});
     save_options(ctx, bias, stride, rounding, sigma, radius, residual);
-    return op.call(input, weight, theta, bias, stride, rounding, sigma, radius, residual);
+    return op.call(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    return conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
+    auto grads = conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
+    grads.resize(kForwardArgs);
+    return grads;
   }
 };
 
@@ -131,11 +151,14 @@ class OrientedDWConv1dGeluFunction : public torch::autograd::Function<OrientedDW
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& pre, const at::Tensor& weight,
                             const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
-                            c10::string_view rounding, double sigma, double radius, bool residual) {
+                            c10::string_view rounding, double sigma, double radius, bool residual,
+                            c10::optional<at::ScalarType> autocast_dtype = c10::nullopt,
+                            c10::DeviceType device_type = c10::DeviceType::CPU) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({pre, weight, theta});
+    const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
+    ctx->save_for_backward({pre, p.weight, theta});
     save_options(ctx, bias, stride, rounding, sigma, radius, residual);
-    return forward_gelu(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
+    return forward_gelu(pre, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -148,6 +171,7 @@ class OrientedDWConv1dGeluFunction : public torch::autograd::Function<OrientedDW
     }
     auto grads = conv_backward(ctx, grad_outputs[0], h, saved[1], saved[2]);
     if (grads[0].defined()) grads[0] = at::gelu_backward(grads[0], pre);
+    grads.resize(kForwardArgs);
     return grads;
   }
 };
@@ -156,6 +180,29 @@ at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight
                                  const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                                  double sigma, double radius, bool residual) {
   return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
+}
+
+// Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are
+// always computed from float32 angles). The input is cast as cached_cast casts it; with a graph to
+// record, the weight and bias are cast inside the autograd node (call_params), else here. GELU:
+// oriented_dwconv1d_gelu, whose pre is cast as the op's input would be (GELU runs in its input's dtype).
+template <c10::DispatchKey autocast_key, c10::DeviceType device_type, bool GELU>
+at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                            const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                            double sigma, double radius, bool residual) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
+  const auto dtype = at::autocast::get_autocast_dtype(device_type);
+  const at::Tensor x = at::autocast::cached_cast(dtype, input, device_type);
+  if (at::GradMode::is_enabled() && !c10::InferenceMode::is_enabled()) {
+    using Function = std::conditional_t<GELU, OrientedDWConv1dGeluFunction, OrientedDWConv1dFunction>;
+    return Function::apply(x, weight, theta, bias, stride, rounding, sigma, radius, residual,
+                           c10::optional<at::ScalarType>(dtype), device_type);
+  }
+  c10::optional<at::Tensor> cast_bias;
+  if (bias.has_value() && bias->defined()) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
+  static auto op = find_op<ForwardFn>(GELU ? "mmo1d::oriented_dwconv1d_gelu" : "mmo1d::oriented_dwconv1d");
+  return op.call(x, at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride, rounding, sigma,
+                 radius, residual);
 }
 
 }  // namespace

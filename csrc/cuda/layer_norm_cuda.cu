@@ -7,7 +7,8 @@
 // wider than the register cache reload the rest from global memory (L1).
 // Backward: the same grouping; each lane keeps its columns' partial sums of dy * xhat and dy over
 // the rows it visits (grid-stride), the warp adds its groups with shuffles and writes one partial
-// row per warp; the partial rows are added with at::sum (deterministic, no atomics).
+// row per warp; a second kernel adds the partial rows of both sums in a fixed order (deterministic, no
+// atomics) and writes the weight and bias gradients.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -314,6 +315,37 @@ __global__ void __launch_bounds__(kLnThreads)
   }
 }
 
+// Column sums of the two (slots, C) partial arrays at `part` (dy * xhat, then dy): blockIdx.y picks the
+// array, a block 32 columns. Thread (x, y) adds rows y, y + 32, ... of its column in four interleaved
+// sums, then row 0 of the block adds the 32 threads' sums in order: the same order at every call.
+constexpr int kSumRows = 32;
+
+template <typename acc_t>
+__global__ void __launch_bounds__(32 * kSumRows)
+    layer_norm_partials_sum_kernel(const acc_t* __restrict__ part, int64_t slots, int C, acc_t* __restrict__ dw,
+                                   acc_t* __restrict__ db) {
+  __shared__ acc_t sums[kSumRows][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const acc_t* src = part + blockIdx.y * slots * C + c;
+  acc_t s[4] = {0, 0, 0, 0};
+  if (c < C) {
+    int64_t r = threadIdx.y;
+    for (; r + 3 * kSumRows < slots; r += 4 * kSumRows) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) s[k] += src[(r + k * kSumRows) * C];
+    }
+    for (int k = 0; r < slots; r += kSumRows, ++k) s[k] += src[r * C];
+  }
+  sums[threadIdx.y][threadIdx.x] = (s[0] + s[1]) + (s[2] + s[3]);
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  acc_t total = 0;
+#pragma unroll 8
+  for (int k = 0; k < kSumRows; ++k) total += sums[k][threadIdx.x];
+  acc_t* out = blockIdx.y == 0 ? dw : db;
+  if (out != nullptr) out[c] = total;
+}
+
 // Lanes per row: enough for one vector per lane up to a warp.
 int lanes_per_row(int64_t vectors) {
   int g = 1;
@@ -321,6 +353,11 @@ int lanes_per_row(int64_t vectors) {
     g <<= 1;
   }
   return g;
+}
+
+// `t` as a contiguous tensor of dtype acc, without a call when it is one already.
+at::Tensor as_acc(const at::Tensor& t, at::ScalarType acc) {
+  return t.scalar_type() == acc && t.is_contiguous() ? t : t.to(acc).contiguous();
 }
 
 bool aligned16(const at::Tensor& t) {
@@ -373,8 +410,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
   const c10::cuda::CUDAGuard guard(input.device());
   const auto x = input.contiguous();
   const auto acc = layer_norm_acc_type(input.scalar_type());
-  const auto w = weight.to(acc).contiguous();
-  const auto b = bias.to(acc).contiguous();
+  const auto w = as_acc(weight, acc);
+  const auto b = as_acc(bias, acc);
   const int64_t M = x.numel() / C;
   auto y = at::empty(x.sizes(), x.options().dtype(out_dtype));
   auto mean = at::empty({M}, x.options().dtype(acc));
@@ -437,8 +474,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
   const c10::cuda::CUDAGuard guard(input.device());
   const auto x = input.contiguous();
   const auto dy = grad_output.contiguous();
-  const auto w = weight.to(acc).contiguous();
-  const auto b = bias.to(acc).contiguous();
+  const auto w = as_acc(weight, acc);
+  const auto b = as_acc(bias, acc);
   const bool want_wb = output_mask[1] || output_mask[2];
   at::Tensor dx = output_mask[0] ? at::empty(x.sizes(), x.options()) : at::Tensor();
   at::Tensor grad_weight, grad_bias;
@@ -449,7 +486,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
   }
   const auto stream = at::cuda::getCurrentCUDAStream();
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  at::Tensor part_w, part_b;
+  at::Tensor part;  // (2, slots, C): the partial sums of dy * xhat and of dy
   dispatch_pair(x.scalar_type(), dy.scalar_type(), [&](auto in_v, auto g_v) {
     using in_t = decltype(in_v);
     using g_t = decltype(g_v);
@@ -461,18 +498,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
       const int G = lanes_per_row(C / V);
       const int rows_per_block = kLnThreads / G;
       const int64_t blocks = std::min<int64_t>((M + rows_per_block - 1) / rows_per_block, 2 * sms);
-      if (want_wb) {
-        part_w = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
-        part_b = at::empty({blocks * kLnWarps, C}, x.options().dtype(acc));
-      }
+      if (want_wb) part = at::empty({2, blocks * kLnWarps, C}, x.options().dtype(acc));
       const LayerNormBwdParams<in_t, g_t, acc_t> params{
           .rows = {x.data_ptr<in_t>(), w.data_ptr<acc_t>(), b.data_ptr<acc_t>(), M, static_cast<int>(C), G},
           .dy = dy.data_ptr<g_t>(),
           .mean = mean.data_ptr<acc_t>(),
           .rstd = rstd.data_ptr<acc_t>(),
           .dx = dx.defined() ? dx.data_ptr<in_t>() : nullptr,
-          .part_w = want_wb ? part_w.data_ptr<acc_t>() : nullptr,
-          .part_b = want_wb ? part_b.data_ptr<acc_t>() : nullptr};
+          .part_w = want_wb ? part.data_ptr<acc_t>() : nullptr,
+          .part_b = want_wb ? part.data_ptr<acc_t>() + part.stride(0) : nullptr};
       layer_norm_last_bwd_kernel<in_t, g_t, acc_t, V, NCH, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
     auto with_gelu = [&](auto v_const, auto nch_const) {
@@ -499,8 +533,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
     with_gelu(std::integral_constant<int, VW>{}, std::integral_constant<int, kLnValues / VW>{});
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (output_mask[1]) grad_weight = part_w.sum(0).to(weight.scalar_type());
-  if (output_mask[2]) grad_bias = part_b.sum(0).to(bias.scalar_type());
+  if (!want_wb) return {dx, grad_weight, grad_bias};
+  if (output_mask[1]) grad_weight = at::empty({C}, x.options().dtype(acc));
+  if (output_mask[2]) grad_bias = at::empty({C}, x.options().dtype(acc));
+  AT_DISPATCH_FLOATING_TYPES(acc, "layer_norm_last_backward", [&] {
+    const dim3 grid(static_cast<unsigned>((C + 31) / 32), 2);
+    layer_norm_partials_sum_kernel<scalar_t><<<grid, dim3(32, kSumRows), 0, stream>>>(
+        part.data_ptr<scalar_t>(), part.size(1), static_cast<int>(C),
+        output_mask[1] ? grad_weight.data_ptr<scalar_t>() : nullptr,
+        output_mask[2] ? grad_bias.data_ptr<scalar_t>() : nullptr);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (output_mask[1] && weight.scalar_type() != acc) grad_weight = grad_weight.to(weight.scalar_type());
+  if (output_mask[2] && bias.scalar_type() != acc) grad_bias = grad_bias.to(bias.scalar_type());
   return {dx, grad_weight, grad_bias};
 }
 

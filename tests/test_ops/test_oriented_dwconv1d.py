@@ -180,6 +180,33 @@ def test_autocast(device):
     assert conv.theta.dtype == torch.float32
 
 
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
+def test_autocast_casts_parameters_inside_the_node(device, rounding):
+    """Under autocast the weight and bias reach the op's node without cast nodes between; values and
+    gradients are bit for bit those of the op on explicitly cast tensors (autocast's own casts)."""
+    dtype = torch.bfloat16 if device == 'cpu' else torch.float16
+    x, weight, theta, bias = make_inputs(2, 16, 13, 11, 15, device=device, seed=21)
+    grad = torch.randn(2, 16, 13, 11, device=device)
+    results = []
+    for under_autocast in (True, False):
+        leaves = [t.detach().clone().requires_grad_() for t in (x, weight, theta, bias)]
+        if under_autocast:
+            with torch.autocast(device, dtype=dtype):
+                out = oriented_dwconv1d(*leaves, rounding=rounding, residual=True)
+            parents = {id(getattr(f, 'variable', None)) for f, _ in out.grad_fn.next_functions if f is not None}
+            assert id(leaves[1]) in parents and id(leaves[3]) in parents, 'weight and bias are not cast by nodes'
+        else:
+            out = oriented_dwconv1d(leaves[0].to(dtype), leaves[1].to(dtype), leaves[2], leaves[3].to(dtype),
+                                    rounding=rounding, residual=True)
+        out.backward(grad.to(dtype))
+        results.append([out.detach()] + [t.grad for t in leaves])
+    assert (results[0][3] is None) == (rounding == 'trunc') and (results[1][3] is None) == (rounding == 'trunc')
+    for got, want in zip(*results):
+        assert (got is None and want is None) or (got.dtype == want.dtype and torch.equal(got, want))
+    assert results[0][2].dtype == torch.float32 and results[0][4].dtype == torch.float32
+
+
 def test_bad_inputs_raise_clear_errors():
     x, weight, theta, bias = make_inputs(2, 4, 6, 6, 5)
     cases = [
