@@ -201,9 +201,17 @@ def test_readme_table_from_committed_results(capsys):
     stock = {r['task']: r for r in timed if r['baseline']}
     for rec in timed:
         base = stock[rec['task']]
-        s_iter, ratio, mib, mem_ratio = (float(v) for v in rows[rec['name']])
+        # A run in rounds gives each ratio its range over the rounds: "1.03 (1.01-1.06)".
+        ratio_cell = rows[rec['name']][1]
+        s_iter, ratio, mib, mem_ratio = (float(v.split(' ')[0]) for v in rows[rec['name']])
         assert s_iter == pytest.approx(rec['s_per_iter_median'], abs=5e-4)
         assert ratio == pytest.approx(rec['s_per_iter_median'] / base['s_per_iter_median'], abs=5e-3)
+        per_round = [r for r in rec.get('s_per_iter_ratio_rounds') or [] if r is not None]
+        if len(per_round) > 1:
+            low, high = (float(v) for v in ratio_cell.split('(')[1].rstrip(')').split('-'))
+            assert (low, high) == pytest.approx((min(per_round), max(per_round)), abs=5e-3)
+        else:
+            assert '(' not in ratio_cell
         assert mib == pytest.approx(rec['peak_mem_bytes'] / 2**20, abs=0.5)
         assert mem_ratio == pytest.approx(rec['peak_mem_bytes'] / base['peak_mem_bytes'], abs=5e-3)
 
