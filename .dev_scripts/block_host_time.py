@@ -60,14 +60,27 @@ def _cast_nodes(block):
     return block
 
 
+def _cudnn_nhwc(block):
+    """The 2D blocks' 7x7 depthwise convolution on the channels_last tensor as it comes (cuDNN's NHWC
+    path), as DepthwiseConv2d runs it under ``cudnn.benchmark`` (mmseg's recipes); without it (this
+    script) it computes on NCHW copies through ATen's depthwise kernel."""
+    block.depthwise_conv.computes_in_nchw = lambda x: False
+    return block
+
+
 def make_cases(c):
     from mmpretrain.models.backbones.convnext import ConvNeXtBlock
     pp = dict(kernel_size=15, oriented=True, mid_kernel_size=31)
     return [
         ('mmpretrain ConvNeXtBlock 7x7', lambda: ConvNeXtBlock(c, drop_path_rate=0.1)),
+        # The stock configs feed mmpretrain's ConvNeXt NCHW tensors: ATen's own depthwise kernel.
+        ('mmpretrain ConvNeXtBlock 7x7, NCHW input', lambda: ConvNeXtBlock(c, drop_path_rate=0.1), 'nchw'),
         ('2d', lambda: OrientedConvNeXtBlock(c, 7, False, drop_path_rate=0.1)),
+        ('2d, cuDNN NHWC depthwise', lambda: _cudnn_nhwc(OrientedConvNeXtBlock(c, 7, False, drop_path_rate=0.1))),
         ('1d (K=31)', lambda: OrientedConvNeXtBlock(c, 31, True, drop_path_rate=0.1)),
         ('2dpp', lambda: OrientedConvNeXtBlock(c, 7, False, mid_kernel_size=31, drop_path_rate=0.1)),
+        ('2dpp, cuDNN NHWC depthwise',
+         lambda: _cudnn_nhwc(OrientedConvNeXtBlock(c, 7, False, mid_kernel_size=31, drop_path_rate=0.1))),
         ('1dpp', lambda: OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp)),
         ('1dpp, h kept (no recompute)', lambda: _keep_h(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
         ('1dpp, h by saved-tensor hooks', lambda: _hooks(OrientedConvNeXtBlock(c, drop_path_rate=0.1, **pp))),
@@ -92,9 +105,9 @@ def main():
         memory_format=torch.channels_last)
     cases = []
     sync = torch.cuda.synchronize if args.device == 'cuda' else (lambda: None)
-    for name, make in make_cases(args.channels):
+    for name, make, *layout in make_cases(args.channels):
         block = make().to(args.device).train()
-        x = x0.detach().requires_grad_()
+        x = (x0.contiguous() if layout == ['nchw'] else x0).detach().requires_grad_()
 
         def call(block=block, x=x):
             with torch.autocast(args.device, dtype=dtype):
@@ -113,12 +126,12 @@ def main():
             times.append((time.perf_counter() - start) / args.calls * 1e6)
             sync()
     gpu = torch.cuda.get_device_name(0) if args.device == 'cuda' else 'cpu'
-    print(f'{gpu}; {args.batch}x{args.channels}x{args.size}x{args.size} channels_last, '
+    print(f'{gpu}; {args.batch}x{args.channels}x{args.size}x{args.size} channels_last (unless named), '
           f'{args.dtype} autocast, forward + backward, {args.rounds} rounds of {args.calls} calls')
     base = statistics.median(cases[0][2])
     for name, _, times in cases:
         med = statistics.median(times)
-        print(f'{name:34s} {med:8.1f} us  {med / base:5.2f}x  spread {max(times) / min(times):.2f}')
+        print(f'{name:40s} {med:8.1f} us  {med / base:5.2f}x  spread {max(times) / min(times):.2f}')
 
 
 if __name__ == '__main__':
