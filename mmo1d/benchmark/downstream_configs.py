@@ -7,7 +7,8 @@ mmpretrain's ConvNeXt), and the T-1D, T-1D++, T-2D++ (and T, the 2D design) reci
 2D as the baseline, 1D) run on a CPU, to check the code path.
 
 Every config keeps its model, train pipeline, optim wrapper (AMP included) and runtime settings
-(``env_cfg.cudnn_benchmark``); :func:`prepare_config` changes only what the benchmark needs: the
+(``env_cfg.cudnn_benchmark``), plus a run's own ``options`` (e.g. ``seg-t-2dpp-nchw``: the 7x7
+depthwise convolutions in NCHW); :func:`prepare_config` changes only what the benchmark needs: the
 data root (the demo data of ``tools/dataset_converters/make_demo_data.py``), 2 images per GPU, the
 same number of loader workers and an infinite sampler with a fixed seed for every config (the same
 sequence of images and augmentations), no pretrained checkpoint (no network), no validation or
@@ -54,11 +55,14 @@ class DownstreamRun:
         task: ``'seg'`` or ``'det'``.
         config: ``'<package>::<path>'`` for a stock config, else a path relative to ``configs/``.
         baseline: whether the other configs of the task are compared with this one.
+        options: config options set on top of the file, as ``(dotted key, value)`` pairs (what
+            ``--cfg-options`` would set).
     """
     name: str
     task: str
     config: str
     baseline: bool = False
+    options: Tuple[Tuple[str, Any], ...] = ()
 
 
 def _runs() -> Dict[str, DownstreamRun]:
@@ -67,6 +71,11 @@ def _runs() -> Dict[str, DownstreamRun]:
         runs[f'{task}-stock'] = DownstreamRun(f'{task}-stock', task, STOCK_CONFIGS[task], baseline=True)
         for variant in ('1d', '1dpp', '2dpp', '2d'):
             runs[f'{task}-t-{variant}'] = DownstreamRun(f'{task}-t-{variant}', task, OUR_CONFIGS[task].format(variant))
+        for variant in ('2dpp', '2d'):
+            # The 7x7 depthwise convolutions through ATen's NCHW kernel whatever cudnn.benchmark says.
+            runs[f'{task}-t-{variant}-nchw'] = DownstreamRun(f'{task}-t-{variant}-nchw', task,
+                                                             OUR_CONFIGS[task].format(variant),
+                                                             options=(('model.backbone.depthwise_layout', 'nchw'), ))
         for variant in ('2d', '1d'):
             runs[f'{task}-demo-{variant}'] = DownstreamRun(f'{task}-demo-{variant}', task,
                                                            DEMO_CONFIGS[task].format(variant), baseline=variant == '2d')
@@ -203,6 +212,8 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
     if not osp.isdir(root):
         raise FileNotFoundError(f'demo data not found: {root} (write it with python '
                                 f'tools/dataset_converters/make_demo_data.py --out {data_root})')
+    if run.options:
+        cfg.merge_from_dict(dict(run.options))
     loader = cfg.train_dataloader
     if 'data_root' not in loader.get('dataset', {}):
         raise ValueError(f'{run.name}: train_dataloader.dataset has no data_root to point at the demo data '
@@ -215,6 +226,8 @@ def prepare_config(cfg: Config, run: DownstreamRun, data_root: str, work_dir: st
     dropped: Dict[str, Optional[str]] = {}
     _drop_pretrained(cfg.model, 'model', dropped)
     changed: Dict[str, Any] = {'dropped_pretrained': dropped}
+    if run.options:
+        changed['options'] = dict(run.options)
     if init_loss_scale is not None and not init_loss_scale > 0:
         raise ValueError(f'init_loss_scale must be positive, got {init_loss_scale}')
     if init_loss_scale is not None and cfg.optim_wrapper.get('type', '').split('.')[-1] == 'AmpOptimWrapper':

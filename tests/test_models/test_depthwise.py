@@ -67,6 +67,32 @@ def test_cpu_tensors_keep_their_layout(cudnn_benchmark):
         assert not conv.computes_in_nchw(x)
 
 
+def test_layout_option():
+    assert DepthwiseConv2d(8, 7).layout == 'auto' and 'layout' not in repr(DepthwiseConv2d(8, 7))
+    assert "layout='nchw'" in repr(DepthwiseConv2d(8, 7, 'nchw'))
+    with pytest.raises(ValueError, match=r"layout must be one of \('auto', 'nchw', 'input'\), got 'NCHW'"):
+        DepthwiseConv2d(8, 7, 'NCHW')
+    conv, x = _conv_and_input()
+    for layout in ('nchw', 'input'):
+        conv.layout = layout
+        assert not conv.computes_in_nchw(x)  # CPU tensors keep their layout whatever the option
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+@pytest.mark.parametrize('cudnn_benchmark', [False, True])
+def test_cuda_layout_option_overrides_cudnn_benchmark(cudnn_benchmark):
+    conv, x = _conv_and_input()
+    conv, x = conv.cuda(), x.cuda()
+    with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
+        conv.layout = 'nchw'
+        assert conv.computes_in_nchw(x)
+        out = conv(x)
+        conv.layout = 'input'
+        assert not conv.computes_in_nchw(x)
+        torch.testing.assert_close(conv(x), out, rtol=1e-4, atol=1e-4)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('cudnn_benchmark', [False, True])
 def test_cuda_layout_follows_cudnn_benchmark(cudnn_benchmark):

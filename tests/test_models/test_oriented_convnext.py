@@ -131,11 +131,22 @@ def test_kernel_size_settings():
     (dict(out_indices=(4, )), 'out_indices'),
     (dict(frozen_stages=5), 'frozen_stages'),
     (dict(drop_path_rate=1.0), 'drop_path_rate'),
+    (dict(variant='2dpp', depthwise_layout='nhwc'), r"depthwise_layout must be one of .*got 'nhwc'"),
 ])
 def test_bad_arguments(kwargs, match):
     kwargs = {'arch': SMALL, 'variant': '1d', **kwargs}
     with pytest.raises(ValueError, match=match):
         OrientedConvNeXt(**kwargs)
+
+
+@pytest.mark.parametrize('variant', ['2d', '2dpp'])
+def test_depthwise_layout_reaches_every_square_depthwise_convolution(variant):
+    from mmo1d.models.layers import DepthwiseConv2d
+
+    for layout in ('auto', 'nchw', 'input'):
+        model = small(variant, depthwise_layout=layout)
+        convs = [m for m in model.modules() if isinstance(m, DepthwiseConv2d)]
+        assert len(convs) == sum(model.depths) and {c.layout for c in convs} == {layout}
 
 
 def test_frozen_stages():

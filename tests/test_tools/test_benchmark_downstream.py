@@ -154,6 +154,25 @@ def test_missing_packages_and_data_are_named(monkeypatch, tmp_path):
         prepare_config(cfg, RUNS['seg-t-1d'], str(tmp_path), str(tmp_path / 'work'))
 
 
+def test_run_options_reach_the_model(demo_data, tmp_path):
+    """A run's options are set on its config and recorded; the model built from it has them (the
+    T-2D++ recipe with its 7x7 depthwise convolutions in NCHW)."""
+    from mmseg.registry import MODELS
+
+    from mmo1d.models.layers import DepthwiseConv2d
+
+    cfg, _ = load_config(RUNS['seg-t-2dpp-nchw'], CONFIG_ROOT)
+    assert cfg.model.backbone.get('depthwise_layout', 'auto') == 'auto'
+    changed = prepare_config(cfg, RUNS['seg-t-2dpp-nchw'], str(demo_data), str(tmp_path))
+    assert changed['options'] == {'model.backbone.depthwise_layout': 'nchw'}
+    assert RUNS['seg-t-2dpp-nchw'].config == RUNS['seg-t-2dpp'].config
+    backbone = MODELS.build(cfg.model.backbone)
+    layouts = {m.layout for m in backbone.modules() if isinstance(m, DepthwiseConv2d)}
+    assert layouts == {'nchw'}
+    cfg, _ = load_config(RUNS['seg-t-2dpp'], CONFIG_ROOT)
+    assert 'options' not in prepare_config(cfg, RUNS['seg-t-2dpp'], str(demo_data), str(tmp_path))
+
+
 def test_initial_loss_scale_of_amp_configs(demo_data, tmp_path):
     """--init-loss-scale starts every AMP config's dynamic loss scaling at the given scale (a GradScaler
     argument, as mmengine's AmpOptimWrapper passes a dict), is recorded, and leaves other configs alone."""

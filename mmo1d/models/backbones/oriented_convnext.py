@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from mmo1d.registry import MODELS
 
 from ..layers import DepthwiseOrientedStem, LayerNorm2d, OrientedConvNeXtBlock, patchify_stem
+from ..layers.depthwise import LAYOUTS
 from ..utils.checkpoint import load_pretrained
 
 KernelSizes = Union[str, Sequence[Union[int, Sequence[int]]]]
@@ -73,6 +74,11 @@ class OrientedConvNeXt(BaseModule):
         sigma (float): Width of the gaussian band (``'gaussian'`` only). Default: 0.5.
         radius (float): Radius of the gaussian band (``'gaussian'`` only; not a whole number).
             Default: 1.5.
+        depthwise_layout (str): How the '2d' and '2dpp' blocks' 7x7 depthwise convolution computes
+            CUDA tensors (:class:`mmo1d.models.layers.DepthwiseConv2d`): ``'auto'`` on NCHW copies
+            when ``cudnn.benchmark`` is off, else in the tensor's channels_last layout (cuDNN);
+            ``'nchw'`` always on NCHW copies (ATen's depthwise kernel, less host time per call than
+            cuDNN's); ``'input'`` always channels_last. Ignored by '1d' and '1dpp'. Default: 'auto'.
         init_cfg (dict | list[dict], optional): Initialisation; None gives the default,
             ``default_init_cfg``: truncated normal (std 0.02, zero bias) for convolutions and
             Linear layers, ones / zeros for LayerNorms.
@@ -125,6 +131,7 @@ class OrientedConvNeXt(BaseModule):
                  learnable_angles: bool = False,
                  sigma: float = 0.5,
                  radius: float = 1.5,
+                 depthwise_layout: str = 'auto',
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg=self.default_init_cfg if init_cfg is None else init_cfg)
         self.depths, self.channels = self._parse_arch(arch)
@@ -146,6 +153,9 @@ class OrientedConvNeXt(BaseModule):
         self.rounding = rounding
         self.learnable_angles = learnable_angles
         oriented_cfg = dict(rounding=rounding, learnable_angles=learnable_angles, sigma=sigma, radius=radius)
+        if depthwise_layout not in LAYOUTS:
+            raise ValueError(f'depthwise_layout must be one of {LAYOUTS}, got {depthwise_layout!r}')
+        self.depthwise_layout = depthwise_layout
         if variant == '2d' and (rounding != 'trunc' or learnable_angles):
             raise ValueError("variant '2d' has no oriented convolution: rounding and learnable_angles do "
                              'not apply to it')
@@ -185,7 +195,8 @@ class OrientedConvNeXt(BaseModule):
                         drop_path_rate=dpr[block_idx + j],
                         layer_scale_init_value=layer_scale_init_value,
                         with_cp=with_cp,
-                        oriented_cfg=oriented_cfg) for j in range(self.depths[i])
+                        oriented_cfg=oriented_cfg,
+                        depthwise_layout=depthwise_layout) for j in range(self.depths[i])
                 ]))
             block_idx += self.depths[i]
             if i in self.out_indices:

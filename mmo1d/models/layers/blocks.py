@@ -86,6 +86,8 @@ class OrientedConvNeXtBlock(BaseModule):
         oriented_cfg (dict, optional): Further arguments of every oriented convolution of the block
             (:class:`mmo1d.ops.OrientedDWConv1d`: ``rounding``, ``learnable_angles``, ``sigma``,
             ``radius``). Default: None.
+        depthwise_layout (str): ``layout`` of the KxK depthwise convolution (``oriented=False``;
+            :class:`DepthwiseConv2d`). Default: 'auto'.
         init_cfg (dict, optional): Initialisation config. Default: None.
     """
 
@@ -101,6 +103,7 @@ class OrientedConvNeXtBlock(BaseModule):
                  layer_scale_init_value: float = 1e-6,
                  with_cp: bool = False,
                  oriented_cfg: Optional[dict] = None,
+                 depthwise_layout: str = 'auto',
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         oriented_cfg = oriented_cfg or {}
@@ -111,7 +114,7 @@ class OrientedConvNeXtBlock(BaseModule):
             self.depthwise_conv = OrientedDWConv1d(
                 channels, kernel_size, directions=directions, angle_offset=angle_offset, **oriented_cfg)
         else:
-            self.depthwise_conv = DepthwiseConv2d(channels, kernel_size)
+            self.depthwise_conv = DepthwiseConv2d(channels, kernel_size, depthwise_layout)
         self.norm = LayerNorm(channels, eps=1e-6, autocast_output=True)
         hidden = int(mlp_ratio * channels)
         self.pointwise_conv1 = nn.Linear(channels, hidden)
