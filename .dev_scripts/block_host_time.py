@@ -50,7 +50,8 @@ def _cast_nodes(block):
     from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_gelu
 
     def forward(x, conv, fn):
-        dtype = torch.get_autocast_dtype('cuda') if torch.is_autocast_enabled('cuda') else conv.weight.dtype
+        dev = conv.weight.device.type
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else conv.weight.dtype
         return fn(x, conv.weight.to(dtype), conv.theta, conv.bias.to(dtype), conv.stride, conv.rounding,
                   conv.residual, conv.sigma, conv.radius)
 

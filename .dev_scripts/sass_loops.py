@@ -40,18 +40,19 @@ def cuobjdump() -> str:
 def kernels(path: str) -> Dict[str, List[Tuple[int, str]]]:
     """Every kernel of ``path``: demangled name -> [(address, instruction)]."""
     sass = subprocess.run([cuobjdump(), '-sass', path], capture_output=True, text=True, check=True).stdout
-    out: Dict[str, List[Tuple[int, str]]] = {}
+    code: Dict[str, List[Tuple[int, str]]] = {}
     name = None
     for line in sass.splitlines():
         if 'Function :' in line:
-            mangled = line.split('Function :')[1].strip()
-            name = subprocess.run(['c++filt', mangled], capture_output=True, text=True).stdout.strip() or mangled
-            out[name] = []
+            name = line.split('Function :')[1].strip()
+            code[name] = []
         elif name is not None:
             m = LINE.match(line)
             if m:
-                out[name].append((int(m.group(1), 16), m.group(2)))
-    return out
+                code[name].append((int(m.group(1), 16), m.group(2)))
+    # One c++filt call for every name (it demangles one name per line).
+    names = subprocess.run(['c++filt'], input='\n'.join(code), capture_output=True, text=True).stdout.splitlines()
+    return dict(zip(names, code.values())) if len(names) == len(code) else code
 
 
 def opcode(instr: str) -> str:

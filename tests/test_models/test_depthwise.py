@@ -67,6 +67,11 @@ def test_cpu_tensors_keep_their_layout(cudnn_benchmark):
         assert not conv.computes_in_nchw(x)
 
 
+def _cuda_conv_and_input():
+    conv, x = _conv_and_input()
+    return conv.cuda(), x.cuda()
+
+
 def test_layout_option():
     assert DepthwiseConv2d(8, 7).layout == 'auto' and 'layout' not in repr(DepthwiseConv2d(8, 7))
     assert "layout='nchw'" in repr(DepthwiseConv2d(8, 7, 'nchw'))
@@ -81,8 +86,7 @@ def test_layout_option():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('cudnn_benchmark', [False, True])
 def test_cuda_layout_option_overrides_cudnn_benchmark(cudnn_benchmark):
-    conv, x = _conv_and_input()
-    conv, x = conv.cuda(), x.cuda()
+    conv, x = _cuda_conv_and_input()
     with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
         conv.layout = 'nchw'
         assert conv.computes_in_nchw(x)
@@ -96,8 +100,7 @@ def test_cuda_layout_option_overrides_cudnn_benchmark(cudnn_benchmark):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('cudnn_benchmark', [False, True])
 def test_cuda_layout_follows_cudnn_benchmark(cudnn_benchmark):
-    conv, x = _conv_and_input()
-    conv, x = conv.cuda(), x.cuda()
+    conv, x = _cuda_conv_and_input()
     with torch.backends.cudnn.flags(enabled=True, benchmark=cudnn_benchmark):
         assert conv.computes_in_nchw(x) == (not cudnn_benchmark)
         with torch.autocast('cuda', dtype=torch.float16):
