@@ -60,10 +60,7 @@ class LayerNormLastFunction : public torch::autograd::Function<LayerNormLastFunc
     if ((!mask[0] && !mask[1] && !mask[2]) || !grad_outputs[0].defined()) {
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     }
-    // No autograd formula for the backward op: in a backward that builds no graph, skip the
-    // dispatcher's autograd fallback (a boxed call).
-    c10::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
-    if (!at::GradMode::is_enabled()) below_autograd.emplace();
+    const BelowAutogradWithoutGraph below_autograd;
     auto [grad_input, grad_weight, grad_bias] = op.call(grad_outputs[0].contiguous(), saved[0], saved[1], saved[2],
                                                         saved[3], saved[4], ctx->saved_data["gelu"].toBool(), mask);
     return {grad_input, grad_weight, grad_bias, at::Tensor(), at::Tensor(), at::Tensor()};

@@ -1,4 +1,4 @@
-// How the ops are registered with the dispatcher.
+// How the ops are registered with the dispatcher, and how their nodes call the backward ops.
 // - Every op's schema is defined together with its Autograd kernel, the apply of its C++
 //   torch::autograd::Function (def_with_autograd); the backward ops have no Autograd kernel.
 // - Every device entry file of the oriented convolution (cpu/ops.cpp, cuda/oriented_dwconv1d_cuda.cu)
@@ -7,6 +7,9 @@
 //   `TORCH_LIBRARY_IMPL(mmo1d, <DEV>, m) { MMO1D_IMPL_ORIENTED_DWCONV1D(m, <dev>); }`.
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Optional.h>
 #include <torch/library.h>
 
 namespace mmo1d {
@@ -16,6 +19,18 @@ template <typename Fn>
 void def_with_autograd(torch::Library& m, const char* schema, Fn* autograd) {
   m.def(schema, torch::dispatch(c10::DispatchKey::Autograd, autograd));
 }
+
+// For a backward op (no Autograd kernel) called from a node's backward: when that backward builds
+// no graph, dispatch below autograd, skipping the dispatcher's autograd fallback (a boxed call per op).
+class BelowAutogradWithoutGraph {
+ public:
+  BelowAutogradWithoutGraph() {
+    if (!c10::GradMode::is_enabled()) guard_.emplace();
+  }
+
+ private:
+  c10::optional<at::AutoDispatchBelowADInplaceOrView> guard_;
+};
 
 }  // namespace mmo1d
 

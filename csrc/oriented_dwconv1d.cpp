@@ -43,10 +43,7 @@ variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const 
                             const at::Tensor& weight, const at::Tensor& theta) {
   static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
   static auto params_op = find_op<BackwardParamsFn>("mmo1d::oriented_dwconv1d_backward_params");
-  // The backward ops have no autograd formula: in a backward that builds no graph, skip the
-  // dispatcher's autograd fallback (a boxed call per op).
-  c10::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
-  if (!at::GradMode::is_enabled()) below_autograd.emplace();
+  const BelowAutogradWithoutGraph below_autograd;
   const int64_t stride = ctx->saved_data["stride"].toInt();
   const std::string rounding = ctx->saved_data["rounding"].toStringRef();
   const double sigma = ctx->saved_data["sigma"].toDouble(), radius = ctx->saved_data["radius"].toDouble();
@@ -106,8 +103,13 @@ void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, i
   ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
 }
 
-// Autograd in C++, so that a call costs no more host time than an ATen convolution's.
-class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv1dFunction> {
+// The op's autograd node, in C++ so that a call costs no more host time than an ATen convolution's.
+// GELU: the op on h = gelu(pre) (exact GELU) that saves pre, not h; backward makes h again, then
+// takes the op's gradients at h and GELU's at pre. Where pre is kept anyway (a GELU's backward
+// keeps it), this saves one activation; one node of autograd instead of two, no Python in backward.
+// Derived names the node (profiles show it).
+template <typename Derived, bool GELU>
+class ConvFunction : public torch::autograd::Function<Derived> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
@@ -119,21 +121,36 @@ class OrientedDWConv1dFunction : public torch::autograd::Function<OrientedDWConv
     const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
     ctx->save_for_backward({input, p.weight, theta});
     save_options(ctx, bias, stride, rounding, sigma, radius, residual);
-    return op.call(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
+    return op.call(GELU ? at::gelu(input) : input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    auto grads = conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
+    at::Tensor x = saved[0];
+    if constexpr (GELU) {
+      at::NoGradGuard no_grad;
+      x = at::gelu(saved[0]);
+    }
+    auto grads = conv_backward(ctx, grad_outputs[0], x, saved[1], saved[2]);
+    if (GELU && grads[0].defined()) grads[0] = at::gelu_backward(grads[0], saved[0]);
     grads.resize(kForwardArgs);
     return grads;
   }
 };
 
+class OrientedDWConv1dFunction : public ConvFunction<OrientedDWConv1dFunction, false> {};
+class OrientedDWConv1dGeluFunction : public ConvFunction<OrientedDWConv1dGeluFunction, true> {};
+
 at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                             const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                             double sigma, double radius, bool residual) {
   return OrientedDWConv1dFunction::apply(input, weight, theta, bias, stride, rounding, sigma, radius, residual);
+}
+
+at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
+                                 const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                                 double sigma, double radius, bool residual) {
+  return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
 // oriented_dwconv1d(gelu(pre), ...) without autograd (inference tensors, autocast's inner call).
@@ -142,44 +159,6 @@ at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const a
                         double sigma, double radius, bool residual) {
   static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
   return op.call(at::gelu(pre), weight, theta, bias, stride, rounding, sigma, radius, residual);
-}
-
-// The op on h = gelu(pre) (exact GELU) that saves pre, not h: backward makes h again, then takes
-// the op's gradients at h and GELU's at pre. Where pre is kept anyway (a GELU's backward keeps it),
-// this saves one activation; one node of autograd instead of two, no Python in backward.
-class OrientedDWConv1dGeluFunction : public torch::autograd::Function<OrientedDWConv1dGeluFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& pre, const at::Tensor& weight,
-                            const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
-                            c10::string_view rounding, double sigma, double radius, bool residual,
-                            c10::optional<at::ScalarType> autocast_dtype = c10::nullopt,
-                            c10::DeviceType device_type = c10::DeviceType::CPU) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
-    ctx->save_for_backward({pre, p.weight, theta});
-    save_options(ctx, bias, stride, rounding, sigma, radius, residual);
-    return forward_gelu(pre, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor& pre = saved[0];
-    at::Tensor h;
-    {
-      at::NoGradGuard no_grad;
-      h = at::gelu(pre);
-    }
-    auto grads = conv_backward(ctx, grad_outputs[0], h, saved[1], saved[2]);
-    if (grads[0].defined()) grads[0] = at::gelu_backward(grads[0], pre);
-    grads.resize(kForwardArgs);
-    return grads;
-  }
-};
-
-at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
-                                 const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                                 double sigma, double radius, bool residual) {
-  return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
 // Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are
