@@ -144,6 +144,10 @@ ANCHORS = [
     # Stage 1 of the T models on an ADE20K crop (C and the ++ blocks' 4C), float16 channels_last.
     Case(2, 96, 128, 128, 31, 1, torch.float16, 'channels_last', False, 'trunc', 14),
     Case(2, 384, 128, 128, 31, 1, torch.float16, 'channels_last', True, 'trunc', 28),
+    # Grids large enough for the window gather's grown regions (28 x 28 and 17 x 17 outputs a block)
+    # staged in the blocks' full share of shared memory: the ++ 4C tensor of a training batch.
+    Case(16, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 40),
+    Case(16, 288, 33, 33, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 41),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
     # and float64 with a long kernel (channels_last through NCHW copies).
     Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),

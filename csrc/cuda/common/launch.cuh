@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "common.cuh"
@@ -92,6 +93,37 @@ int blocks_by_smem(Kernel kernel, int64_t smem) {
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
   const int64_t per_block = smem + kernel_limits(kernel).static_smem + int64_t(prop->reservedSharedMemPerBlock);
   return static_cast<int>(int64_t(prop->sharedMemPerMultiprocessor) / per_block);
+}
+
+// The most dynamic shared memory (16-byte multiples, at least `smem`) that a block of `kernel` of
+// `threads` may take while a multiprocessor still holds as many of them as with `smem`: the
+// block's share of the multiprocessor's shared memory, less a 128-byte allocation unit, where
+// registers and threads (the occupancy calculator without dynamic shared memory, read once per
+// device, kernel and block size) allow no more blocks than shared memory does.
+template <typename Kernel>
+int64_t smem_share(Kernel kernel, int threads, int64_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int>, int> cache;
+  int dev = 0;
+  MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
+  int by_others = 0;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(dev, reinterpret_cast<const void*>(kernel), threads);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      MMO1D_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_others, kernel, threads, 0));
+      it = cache.emplace(key, by_others).first;
+    }
+    by_others = it->second;
+  }
+  const int blocks = std::min(blocks_by_smem(kernel, smem), by_others);
+  if (blocks < 1) return smem;
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  const KernelLimits& lim = kernel_limits(kernel);
+  const int64_t share = int64_t(prop->sharedMemPerMultiprocessor) / blocks - int64_t(prop->reservedSharedMemPerBlock) -
+                        lim.static_smem - 128;
+  return std::max(smem, std::min(share, lim.max_dynamic_smem) / 16 * 16);
 }
 
 template <typename Kernel>

@@ -35,6 +35,12 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
   plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   win_region(g, p.N * (g.C / CB) * classes);
+  // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
+  // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
+  const int64_t region = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  if (region > plan->tile) {
+    plan->tile = std::min(region, smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed);
+  }
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list;
