@@ -2,6 +2,7 @@
 builds compute bit for bit the same (e.g. before and after a restructuring of the sources).
 
     python .dev_scripts/op_matrix.py dump OUT.json       # with one build importable
+    python .dev_scripts/op_matrix.py dump --grown OUT.json   # grids whose window-gather blocks grow
     python .dev_scripts/op_matrix.py compare A.json B.json
 
 Every case runs forward, input gradient and weight gradient from fixed seeds; a case records the
@@ -29,9 +30,29 @@ def cases():
                    residual=stride == 1 and k == 31, floor=k == 7)
 
 
+# Training batches of the models' stage planes, whose window-gather blocks grow their regions
+# beyond the allocation's tile (and take their share of shared memory): residual form, stride 1,
+# channels_last, each single canonical angle and the 8 directions; two with learned bilinear angles.
+GROWN_SHAPES = [((64, 384, 56, 56, 31), torch.bfloat16), ((64, 384, 56, 56, 31), torch.float16),
+                ((64, 768, 28, 28, 31), torch.bfloat16), ((16, 288, 33, 33, 31), torch.float16),
+                ((32, 192, 112, 112, 15), torch.bfloat16), ((64, 384, 56, 56, 31), torch.float32)]
+GROWN_ANGLES = (None, 0.0, 22.5, 45.0, 67.5, 90.0)  # None: the 8 directions
+
+
+def grown_cases():
+    for (n, c, h, w, k), dtype in GROWN_SHAPES:
+        for angle in GROWN_ANGLES:
+            yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout='channels_last', stride=1, k=k, residual=True,
+                       floor=False, angle=angle)
+    for (n, c, h, w, k), dtype in (GROWN_SHAPES[0], GROWN_SHAPES[3]):
+        yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout='channels_last', stride=1, k=k, residual=True,
+                   floor=False, bilinear=True)
+
+
 def case_id(cs: dict) -> str:
+    extra = ('' if cs.get('angle') is None else f'-a{cs["angle"]}') + ('-bilinear' if cs.get('bilinear') else '')
     return '{n}x{c}x{h}x{w}-{dt}-{layout}-s{stride}-k{k}-r{residual:d}-f{floor:d}'.format(
-        dt=str(cs['dtype']).replace('torch.', ''), **cs)
+        dt=str(cs['dtype']).replace('torch.', ''), **cs) + extra
 
 
 def digest(t: torch.Tensor) -> str:
@@ -50,16 +71,24 @@ def run(cs: dict) -> dict:
         x, gy = x.contiguous(memory_format=torch.channels_last), gy.contiguous(memory_format=torch.channels_last)
     weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to(**cast).requires_grad_()
     bias = torch.randn(c, generator=g).to(**cast)
-    theta = oriented_angles(c, 8, 0.5 if k == 15 else 0.0).cuda()
+    theta = oriented_angles(c, 8, 0.5 if k == 15 else 0.0)
+    if cs.get('angle') is not None:
+        theta = torch.full((c, ), math.radians(cs['angle']))
+    rounding = 'floor' if cs['floor'] else 'trunc'
+    if cs.get('bilinear'):
+        theta, rounding = theta + 0.05 * torch.randn(c, generator=g), 'bilinear'
+    theta = theta.cuda().requires_grad_(rounding == 'bilinear')
     x.requires_grad_()
-    out = oriented_dwconv1d(x, weight, theta, bias, s, 'floor' if cs['floor'] else 'trunc', cs['residual'])
-    dx, dw = torch.autograd.grad(out, [x, weight], gy)
-    return {'out': digest(out), 'dx': digest(dx), 'dw': digest(dw)}
+    out = oriented_dwconv1d(x, weight, theta, bias, s, rounding, cs['residual'])
+    inputs = [x, weight] + ([theta] if theta.requires_grad else [])
+    grads = torch.autograd.grad(out, inputs, gy)
+    names = ('dx', 'dw', 'dtheta')
+    return {'out': digest(out), **{name: digest(t) for name, t in zip(names, grads)}}
 
 
-def dump(path: str) -> None:
+def dump(path: str, grown: bool = False) -> None:
     results = {}
-    for cs in cases():
+    for cs in (grown_cases() if grown else cases()):
         try:
             results[case_id(cs)] = run(cs)
         except RuntimeError as e:  # recorded: a build may fail a call the other serves
@@ -98,8 +127,9 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('mode', choices=['dump', 'compare'])
     parser.add_argument('paths', nargs='+')
+    parser.add_argument('--grown', action='store_true', help='dump: the grids whose window-gather blocks grow')
     args = parser.parse_args()
     if args.mode == 'dump':
-        dump(args.paths[0])
+        dump(args.paths[0], args.grown)
     else:
         sys.exit(compare(*args.paths[:2]))

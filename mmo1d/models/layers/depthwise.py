@@ -10,9 +10,10 @@ how mmdet's recipes train: ``env_cfg.cudnn_benchmark=False``, a new input shape 
 :class:`DepthwiseConv2d` therefore computes on CUDA tensors in NCHW, as the stock ConvNeXt configs
 do, when ``cudnn.benchmark`` is off, and returns a channels_last tensor as the block expects. With
 ``cudnn.benchmark`` on (mmseg's recipes, the classifiers' benchmark) and on other devices it is
-``nn.Conv2d`` on the tensor as it comes. ``layout`` overrides that choice: in a profile of mmseg's
-UperNet step cuDNN's calls cost the host more than ATen's depthwise kernel's, which matters where a
-training step waits on the host (small batches per GPU, as the segmentation recipes' 2 images).
+``nn.Conv2d`` on the tensor as it comes. ``layout`` overrides that choice. In mmseg's UperNet step
+(2 images per GPU, a step that waits on the host) cuDNN's calls cost the host more than ATen's
+depthwise kernel's, but the NCHW copies cost as much again: T-2D++ with ``layout='nchw'`` took as
+long as with the default on an H200, with more GPU time (``benchmarks/results/downstream_h200.md``).
 """
 import torch
 from torch import Tensor, nn
