@@ -5,7 +5,8 @@
 #   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs: gpu_tests.log
 #   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
 #                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
-#                                                  # no .old build): compare.log
+#                                                  # no .old build): compare.log; MATRIX=grown compares
+#                                                  # op_matrix.py's --grown calls (large grids) instead
 #   bash .dev_scripts/gpu.sh sanitize    OUT_DIR   # compute-sanitizer memcheck + racecheck, every case
 #   bash .dev_scripts/gpu.sh op          OUT_DIR [benchmark_op.py options]     # e.g. --ab .old ...
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
@@ -55,10 +56,12 @@ fingerprint() {
 case "$STAGE" in
   build)
     start=$(date +%s)
+    jobs=$(nproc 2>/dev/null || echo 8)
     if [ -d .old ]; then
-      (cd .old && MAX_JOBS=4 "$PY" setup.py build_ext --inplace >"$OUT/old_build.log" 2>&1; echo "old build: $?") &
+      jobs=$(((jobs + 1) / 2))  # both builds at once, the cores shared evenly
+      (cd .old && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/old_build.log" 2>&1; echo "old build: $?") &
     fi
-    MAX_JOBS=12 "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
+    MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
     rc=$?
     echo "build: $rc after $(($(date +%s) - start)) s"
     [ "$rc" = 0 ] || tail -n 40 "$OUT/build.log"
@@ -82,9 +85,10 @@ case "$STAGE" in
     ;;
   compare)
     header | tee "$OUT/compare.log"
+    matrix=(); [ "${MATRIX:-}" = grown ] && matrix=(--grown)
     if [ -n "${OLD_DUMP:-}" ]; then
       echo "== new against $OLD_DUMP" | tee -a "$OUT/compare.log"
-      "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log"
+      "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log"
       "$PY" .dev_scripts/op_matrix.py compare "$OLD_DUMP" "$OUT/op_matrix_new.json" 2>&1 | tee -a "$OUT/compare.log" |
         tail -n 15
       exit 0
@@ -97,7 +101,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
       echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
       (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1)
-      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump "$OUT/op_matrix_$build.json"
+      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} "$OUT/op_matrix_$build.json"
     done 2>&1 | tee -a "$OUT/compare.log"
     "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |
       tee -a "$OUT/compare.log" | tail -n 15
