@@ -18,8 +18,7 @@
 #   bash .dev_scripts/gpu.sh fingerprint OUT_DIR   # the sha1 of csrc/ that every log's header prints
 #   bash .dev_scripts/gpu.sh downstream  OUT_DIR [MODE [options]]   # .dev_scripts/gpu_downstream.sh (single)
 #   bash .dev_scripts/gpu.sh host        OUT_DIR [options]  # block host times; UperNet against stock in ROUNDS (3)
-#                                                           # rounds with kernel times and host profiles (T-2D++
-#                                                           # also with its 7x7 convolutions in NCHW)
+#                                                           # rounds with kernel times and host profiles
 #   bash .dev_scripts/gpu.sh scaling     OUT_DIR [options]          # .dev_scripts/gpu_downstream.sh scaling
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
@@ -206,7 +205,7 @@ PYEOF
   downstream) exec bash .dev_scripts/gpu_downstream.sh "$OUT" "${@:-single}" ;;
   host)
     { header; "$PY" .dev_scripts/block_host_time.py --size 14; } 2>&1 | grep -v Warning | tee "$OUT/block_host.log"
-    exec bash .dev_scripts/gpu_downstream.sh "$OUT" bench --configs seg-stock seg-t-1d seg-t-1dpp seg-t-2dpp seg-t-2dpp-nchw \
+    exec bash .dev_scripts/gpu_downstream.sh "$OUT" bench --configs seg-stock seg-t-1d seg-t-1dpp seg-t-2dpp \
       --warmup 8 --iters 25 --max-time 40 --timeout 120 --rounds "${ROUNDS:-3}" --kernel-times 5 --host-profile 5 "$@" ;;
   scaling) exec bash .dev_scripts/gpu_downstream.sh "$OUT" scaling "$@" ;;
   *) echo "unknown stage $STAGE (stages: see the head of $0)" >&2; exit 2 ;;
