@@ -40,13 +40,16 @@ GROWN_ANGLES = (None, 0.0, 22.5, 45.0, 67.5, 90.0)  # None: the 8 directions
 
 
 def grown_cases():
-    for (n, c, h, w, k), dtype in GROWN_SHAPES:
+    def case(shape, dtype, **extra):
+        n, c, h, w, k = shape
+        return dict(n=n, c=c, h=h, w=w, dtype=dtype, layout='channels_last', stride=1, k=k, residual=True,
+                    floor=False, **extra)
+
+    for shape, dtype in GROWN_SHAPES:
         for angle in GROWN_ANGLES:
-            yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout='channels_last', stride=1, k=k, residual=True,
-                       floor=False, angle=angle)
-    for (n, c, h, w, k), dtype in (GROWN_SHAPES[0], GROWN_SHAPES[3]):
-        yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout='channels_last', stride=1, k=k, residual=True,
-                   floor=False, bilinear=True)
+            yield case(shape, dtype, angle=angle)
+    for shape, dtype in (GROWN_SHAPES[0], GROWN_SHAPES[3]):
+        yield case(shape, dtype, bilinear=True)
 
 
 def case_id(cs: dict) -> str:

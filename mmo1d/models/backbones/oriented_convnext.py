@@ -77,9 +77,9 @@ class OrientedConvNeXt(BaseModule):
         depthwise_layout (str): How the '2d' and '2dpp' blocks' 7x7 depthwise convolution computes
             CUDA tensors (:class:`mmo1d.models.layers.DepthwiseConv2d`): ``'auto'`` on NCHW copies
             when ``cudnn.benchmark`` is off, else in the tensor's channels_last layout (cuDNN);
-            ``'nchw'`` always on NCHW copies (ATen's depthwise kernel, whose calls cost the host
-            less than cuDNN's in a profile of mmseg's UperNet step); ``'input'`` always
-            channels_last. Ignored by '1d' and '1dpp'. Default: 'auto'.
+            ``'nchw'`` always on NCHW copies (ATen's depthwise kernel; in mmseg's UperNet step its
+            copies cost the host what its calls save, see :mod:`mmo1d.models.layers.depthwise`);
+            ``'input'`` always channels_last. Ignored by '1d' and '1dpp'. Default: 'auto'.
         init_cfg (dict | list[dict], optional): Initialisation; None gives the default,
             ``default_init_cfg``: truncated normal (std 0.02, zero bias) for convolutions and
             Linear layers, ones / zeros for LayerNorms.
