@@ -8,11 +8,11 @@ mmpretrain's ConvNeXt), and the T-1D, T-1D++, T-2D++ (and T, the 2D design) reci
 
 Every config keeps its model, train pipeline, optim wrapper (AMP included) and runtime settings
 (``env_cfg.cudnn_benchmark``), plus a run's own ``options`` (e.g. ``seg-t-2dpp-nchw``: the 7x7
-depthwise convolutions in NCHW); :func:`prepare_config` changes only what the benchmark needs: the
-data root (the demo data of ``tools/dataset_converters/make_demo_data.py``), 2 images per GPU, the
-same number of loader workers and an infinite sampler with a fixed seed for every config (the same
-sequence of images and augmentations), no pretrained checkpoint (no network), no validation or
-test.
+depthwise convolutions in NCHW; ``seg-t-1dpp-cl-out``: the backbone's outputs channels_last);
+:func:`prepare_config` changes only what the benchmark needs: the data root (the demo data of
+``tools/dataset_converters/make_demo_data.py``), 2 images per GPU, the same number of loader
+workers and an infinite sampler with a fixed seed for every config (the same sequence of images
+and augmentations), no pretrained checkpoint (no network), no validation or test.
 """
 import importlib.util
 import os.path as osp
@@ -76,6 +76,11 @@ def _runs() -> Dict[str, DownstreamRun]:
             runs[f'{task}-t-{variant}-nchw'] = DownstreamRun(f'{task}-t-{variant}-nchw', task,
                                                              OUR_CONFIGS[task].format(variant),
                                                              options=(('model.backbone.depthwise_layout', 'nchw'), ))
+        for variant in ('1d', '1dpp', '2dpp'):
+            # The backbone's outputs channels_last-strided, as its stages compute them.
+            runs[f'{task}-t-{variant}-cl-out'] = DownstreamRun(f'{task}-t-{variant}-cl-out', task,
+                                                               OUR_CONFIGS[task].format(variant),
+                                                               options=(('model.backbone.out_channels_last', True), ))
         for variant in ('2d', '1d'):
             runs[f'{task}-demo-{variant}'] = DownstreamRun(f'{task}-demo-{variant}', task,
                                                            DEMO_CONFIGS[task].format(variant), baseline=variant == '2d')

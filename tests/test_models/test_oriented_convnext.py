@@ -233,8 +233,9 @@ def test_parameter_counts_match_paper(arch, variant):
 
 @pytest.mark.parametrize('variant', VARIANTS)
 def test_channels_last_throughout_and_bf16_autocast(variant):
-    """Every stem, downsampling and block output stays channels_last (no layout round trips), and
-    bf16 autocast gives the float32 result up to bf16 precision."""
+    """Every stem, downsampling and block output stays channels_last (no layout round trips), the
+    outputs are contiguous as mmpretrain's ConvNeXt returns them (channels_last with
+    out_channels_last), and bf16 autocast gives the float32 result up to bf16 precision."""
     torch.manual_seed(0)
     model = small(variant, out_indices=(0, 1, 2, 3), gap_before_final_norm=False)
     model.init_weights()
@@ -252,8 +253,15 @@ def test_channels_last_throughout_and_bf16_autocast(variant):
         h.remove()
     assert len(layouts) > 10 and all(layouts)
     for a, b in zip(ref, low):
-        assert a.is_contiguous(memory_format=torch.channels_last)
+        assert a.is_contiguous() and b.is_contiguous()
         assert (b.float() - a).abs().max() / a.abs().max() < 0.05
+    model.out_channels_last = True
+    with torch.no_grad():
+        kept = model(x)
+    assert kept[0].shape[-1] > 1 and not kept[0].is_contiguous()
+    for a, b in zip(ref, kept):
+        assert b.is_contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
     with pytest.raises(ValueError, match=r'\(N, C, H, W\) images'):
         model(torch.randn(3, 32, 32))
 

@@ -171,6 +171,10 @@ def test_run_options_reach_the_model(demo_data, tmp_path):
     assert layouts == {'nchw'}
     cfg, _ = load_config(RUNS['seg-t-2dpp'], CONFIG_ROOT)
     assert 'options' not in prepare_config(cfg, RUNS['seg-t-2dpp'], str(demo_data), str(tmp_path))
+    cfg, _ = load_config(RUNS['seg-t-1dpp-cl-out'], CONFIG_ROOT)
+    changed = prepare_config(cfg, RUNS['seg-t-1dpp-cl-out'], str(demo_data), str(tmp_path))
+    assert changed['options'] == {'model.backbone.out_channels_last': True}
+    assert MODELS.build(cfg.model.backbone).out_channels_last
 
 
 def test_initial_loss_scale_of_amp_configs(demo_data, tmp_path):

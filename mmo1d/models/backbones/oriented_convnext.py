@@ -80,6 +80,10 @@ class OrientedConvNeXt(BaseModule):
             ``'nchw'`` always on NCHW copies (ATen's depthwise kernel; in mmseg's UperNet step its
             copies cost the host what its calls save, see :mod:`mmo1d.models.layers.depthwise`);
             ``'input'`` always channels_last. Ignored by '1d' and '1dpp'. Default: 'auto'.
+        out_channels_last (bool): Return the (N, C_i, H_i, W_i) outputs channels_last-strided, as
+            the stages compute them. False returns contiguous tensors, as mmpretrain's ConvNeXt
+            does, so that the necks and heads of mmseg and mmdet run as they do on it (one copy
+            of each output). Default: False.
         init_cfg (dict | list[dict], optional): Initialisation; None gives the default,
             ``default_init_cfg``: truncated normal (std 0.02, zero bias) for convolutions and
             Linear layers, ones / zeros for LayerNorms.
@@ -92,7 +96,8 @@ class OrientedConvNeXt(BaseModule):
         Input (N, in_channels, H, W). With the patchify stem stage i has stride 2^(i+2) (floor
         division, like Conv2d); with the depthwise 1D stem the stem gives ceil(ceil(H/2)/2).
         Output: a tuple with one (N, C_i, H_i, W_i) tensor per out index, or (N, C_i) with
-        ``gap_before_final_norm``. Tensors are channels_last-strided.
+        ``gap_before_final_norm``. Inside the backbone tensors are channels_last-strided; the
+        outputs are contiguous unless ``out_channels_last``.
     """
     arch_settings: Dict[str, Dict[str, List[int]]] = {
         'tiny': dict(depths=[3, 3, 9, 3], channels=[96, 192, 384, 768]),
@@ -133,6 +138,7 @@ class OrientedConvNeXt(BaseModule):
                  sigma: float = 0.5,
                  radius: float = 1.5,
                  depthwise_layout: str = 'auto',
+                 out_channels_last: bool = False,
                  init_cfg: Optional[Union[dict, List[dict]]] = None) -> None:
         super().__init__(init_cfg=self.default_init_cfg if init_cfg is None else init_cfg)
         self.depths, self.channels = self._parse_arch(arch)
@@ -157,6 +163,7 @@ class OrientedConvNeXt(BaseModule):
         if depthwise_layout not in LAYOUTS:
             raise ValueError(f'depthwise_layout must be one of {LAYOUTS}, got {depthwise_layout!r}')
         self.depthwise_layout = depthwise_layout
+        self.out_channels_last = out_channels_last
         if variant == '2d' and (rounding != 'trunc' or learnable_angles):
             raise ValueError("variant '2d' has no oriented convolution: rounding and learnable_angles do "
                              'not apply to it')
@@ -278,8 +285,10 @@ class OrientedConvNeXt(BaseModule):
                 norm = getattr(self, f'norm{i}')
                 if self.gap_before_final_norm:
                     outs.append(norm(x.mean((2, 3), keepdim=True)).flatten(1))
-                else:
+                elif self.out_channels_last:
                     outs.append(norm(x))
+                else:
+                    outs.append(norm(x).contiguous())
         return tuple(outs)
 
     def _freeze_stages(self) -> None:
