@@ -103,6 +103,15 @@ void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, i
   ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
 }
 
+// oriented_dwconv1d(gelu(pre), ...) without autograd (inference tensors, autocast's inner
+// call, the autograd node's forward).
+at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
+                        const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                        double sigma, double radius, bool residual) {
+  static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
+  return op.call(at::gelu(pre), weight, theta, bias, stride, rounding, sigma, radius, residual);
+}
+
 // The op's autograd node, in C++ so that a call costs no more host time than an ATen convolution's.
 // GELU: the op on h = gelu(pre) (exact GELU) that saves pre, not h; backward makes h again, then
 // takes the op's gradients at h and GELU's at pre. Where pre is kept anyway (a GELU's backward
@@ -116,12 +125,16 @@ class ConvFunction : public torch::autograd::Function<Derived> {
                             c10::string_view rounding, double sigma, double radius, bool residual,
                             c10::optional<at::ScalarType> autocast_dtype = c10::nullopt,
                             c10::DeviceType device_type = c10::DeviceType::CPU) {
-    static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
     at::AutoDispatchBelowADInplaceOrView guard;
     const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
     ctx->save_for_backward({input, p.weight, theta});
     save_options(ctx, bias, stride, rounding, sigma, radius, residual);
-    return op.call(GELU ? at::gelu(input) : input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
+    if constexpr (GELU) {
+      return forward_gelu(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
+    } else {
+      static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
+      return op.call(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
+    }
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -151,14 +164,6 @@ at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight
                                  const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                                  double sigma, double radius, bool residual) {
   return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
-}
-
-// oriented_dwconv1d(gelu(pre), ...) without autograd (inference tensors, autocast's inner call).
-at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
-                        const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                        double sigma, double radius, bool residual) {
-  static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
-  return op.call(at::gelu(pre), weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
 // Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are

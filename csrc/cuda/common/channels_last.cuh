@@ -77,6 +77,28 @@ __device__ __forceinline__ void load_floats(const float* __restrict__ p, float (
   }
 }
 
+// p[k] += f[k] for V consecutive floats at a 4 * V-byte aligned address: one vector load and store
+// (a fp32 tile in shared memory).
+template <int V>
+__device__ __forceinline__ void add_floats(float* __restrict__ p, const float (&f)[V]) {
+  if constexpr (V == 4) {
+    float4 u = *reinterpret_cast<const float4*>(p);
+    u.x += f[0];
+    u.y += f[1];
+    u.z += f[2];
+    u.w += f[3];
+    *reinterpret_cast<float4*>(p) = u;
+  } else if constexpr (V == 2) {
+    float2 u = *reinterpret_cast<const float2*>(p);
+    u.x += f[0];
+    u.y += f[1];
+    *reinterpret_cast<float2*>(p) = u;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) p[k] += f[k];
+  }
+}
+
 // Sum of v[k] over the 8 lanes that share lane & 3 (lane bits 2, 3, 4), for V = 4 or 2 values,
 // with V shuffles instead of 3 V: each step halves the values a lane keeps. Returns the sum of
 // value `*k` (the same in lanes that differ only in bit 4, and for V = 2 also in bit 3), in a

@@ -12,7 +12,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "common.cuh"
@@ -25,7 +24,15 @@ struct KernelLimits {
   int64_t max_dynamic_smem;  // the device's opt-in limit less static_smem
   int64_t allowed_dynamic;   // the kernel's current attribute (raised on demand)
   int max_threads;           // the largest block the kernel's registers allow
+  int occupancy_threads = 0;  // the block size occupancy_blocks was computed for (0: none yet)
+  int occupancy_blocks = 0;   // blocks per multiprocessor by registers and threads, no dynamic smem
 };
+
+// Guards every cached KernelLimits (the cache itself and the fields raised or filled on demand).
+inline std::mutex& kernel_limits_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
 
 // A launch: grid (x, y), block size and dynamic shared memory.
 struct LaunchShape {
@@ -37,11 +44,10 @@ struct LaunchShape {
 // The device limits of `kernel` on the current device, read once per device and kernel.
 template <typename Kernel>
 KernelLimits& kernel_limits(Kernel kernel) {
-  static std::mutex mutex;
   static std::map<std::pair<int, const void*>, KernelLimits> cache;
   int dev = 0;
   MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mutex);
+  const std::lock_guard<std::mutex> lock(kernel_limits_mutex());
   const auto key = std::make_pair(dev, reinterpret_cast<const void*>(kernel));
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -87,40 +93,41 @@ std::string launch_problem(Kernel kernel, const LaunchShape& s) {
 }
 
 // Blocks of `kernel` with `smem` bytes of dynamic shared memory that one multiprocessor's shared
-// memory holds on the current device.
+// memory holds on the current device (lim: the kernel's limits).
+inline int blocks_by_smem(const KernelLimits& lim, int64_t smem) {
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t per_block = smem + lim.static_smem + int64_t(prop->reservedSharedMemPerBlock);
+  return static_cast<int>(int64_t(prop->sharedMemPerMultiprocessor) / per_block);
+}
+
 template <typename Kernel>
 int blocks_by_smem(Kernel kernel, int64_t smem) {
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  const int64_t per_block = smem + kernel_limits(kernel).static_smem + int64_t(prop->reservedSharedMemPerBlock);
-  return static_cast<int>(int64_t(prop->sharedMemPerMultiprocessor) / per_block);
+  return blocks_by_smem(kernel_limits(kernel), smem);
+}
+
+// Blocks of `kernel` of `threads` threads that one multiprocessor holds by registers and threads
+// alone (the occupancy calculator without dynamic shared memory), kept in the kernel's limits for
+// the last block size asked.
+template <typename Kernel>
+int blocks_by_registers(Kernel kernel, KernelLimits& lim, int threads) {
+  const std::lock_guard<std::mutex> lock(kernel_limits_mutex());
+  if (lim.occupancy_threads != threads) {
+    MMO1D_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&lim.occupancy_blocks, kernel, threads, 0));
+    lim.occupancy_threads = threads;
+  }
+  return lim.occupancy_blocks;
 }
 
 // The most dynamic shared memory (16-byte multiples, at least `smem`) that a block of `kernel` of
 // `threads` may take while a multiprocessor still holds as many of them as with `smem`: the
 // block's share of the multiprocessor's shared memory, less a 128-byte allocation unit, where
-// registers and threads (the occupancy calculator without dynamic shared memory, read once per
-// device, kernel and block size) allow no more blocks than shared memory does.
+// registers and threads allow no more blocks than shared memory does.
 template <typename Kernel>
 int64_t smem_share(Kernel kernel, int threads, int64_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, const void*, int>, int> cache;
-  int dev = 0;
-  MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
-  int by_others = 0;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const auto key = std::make_tuple(dev, reinterpret_cast<const void*>(kernel), threads);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      MMO1D_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&by_others, kernel, threads, 0));
-      it = cache.emplace(key, by_others).first;
-    }
-    by_others = it->second;
-  }
-  const int blocks = std::min(blocks_by_smem(kernel, smem), by_others);
+  KernelLimits& lim = kernel_limits(kernel);
+  const int blocks = std::min(blocks_by_smem(lim, smem), blocks_by_registers(kernel, lim, threads));
   if (blocks < 1) return smem;
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  const KernelLimits& lim = kernel_limits(kernel);
   const int64_t share = int64_t(prop->sharedMemPerMultiprocessor) / blocks - int64_t(prop->reservedSharedMemPerBlock) -
                         lim.static_smem - 128;
   return std::max(smem, std::min(share, lim.max_dynamic_smem) / 16 * 16);
@@ -138,8 +145,7 @@ void prepare_launch(Kernel kernel, const LaunchShape& s, const char* what) {
   const std::string why = launch_problem(kernel, s);
   TORCH_CHECK(why.empty(), "oriented_dwconv1d: the ", what, " kernel cannot be launched on this device: ", why);
   KernelLimits& lim = kernel_limits(kernel);
-  static std::mutex mutex;
-  const std::lock_guard<std::mutex> lock(mutex);
+  const std::lock_guard<std::mutex> lock(kernel_limits_mutex());
   if (s.smem > lim.allowed_dynamic) {
     MMO1D_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(s.smem)));

@@ -247,21 +247,27 @@ inline int class_halo_k(int K) {
   return 2 * ((K / 2 + 1) / 2 + 1) + 1;
 }
 
-// Stride-2 polyphase forward: the fp32 sums of the output tile and one staged phase-plane tile with
-// the largest halved halo on both axes (a block's channels may have different angles).
+// Stride-2 polyphase forward: the fp32 sums of the output tile (rows of tw | 1 pixels) and one staged
+// phase-plane tile with the largest halved halo on both axes (a block's channels may have different
+// angles).
 template <typename scalar_t>
 int64_t s2_tile_bytes(int th, int tw, int K) {
   constexpr int CB = VecTraits<scalar_t>::kCB, OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const int h = class_halo_k(K) / 2;
-  return int64_t(align16(sizeof(float) * th * tw * CB)) +
+  return int64_t(align16(sizeof(float) * th * (tw | 1) * CB)) +
          int64_t(seg_tile_rows<OUTPUTS>(th, h)) * (seg_tile_cols<OUTPUTS>(tw, h) | 1) * 32;
 }
 
 // Its output tile (g: the output plane): up to kS2StartTile a side, halved down to
 // OUTPUTS x OUTPUTS while over the budget; false when not even OUTPUTS x OUTPUTS outputs fit in
-// `hard` (fixed bytes included).
-template <typename scalar_t>
-bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard) {
+// `hard` (fixed bytes included). Then grown (sides in steps of OUTPUTS up to kWinRegion, the plane
+// split evenly) to the tile of least estimated work over the plane, its staged pixels and
+// kSubtileCostPerSubtile per block, among those that keep as many blocks per multiprocessor
+// (`blocks_per_sm(bytes)`) and leave the grid (`planes` images x channel blocks) at least
+// kWinBlocksPerSM blocks per multiprocessor or no fewer blocks than before: larger tiles stage less
+// halo per output and spread each block's tables over more outputs.
+template <typename scalar_t, typename BlocksPerSM>
+bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard, int64_t planes, BlocksPerSM blocks_per_sm) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   int TH = std::min(g.H, kS2StartTile), TW = std::min(g.W, kS2StartTile);
   while (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > kS2Budget && (TH > OUTPUTS || TW > OUTPUTS)) {
@@ -272,6 +278,25 @@ bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard) {
   }
   if (fixed + s2_tile_bytes<scalar_t>(TH, TW, g.K) > hard) return false;
   set_even_tiles(g, TH, TW);
+  const int h = class_halo_k(g.K) / 2;
+  auto work = [&](const FastGeometry& t) {
+    const double staged = double(seg_tile_rows<OUTPUTS>(t.TH, h)) * (seg_tile_cols<OUTPUTS>(t.TW, h) | 1);
+    return double(t.tiles) * (staged + kSubtileCostPerSubtile);
+  };
+  const int blocks = blocks_per_sm(fixed + s2_tile_bytes<scalar_t>(g.TH, g.TW, g.K));
+  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  FastGeometry best = g;
+  for (int th = OUTPUTS; th <= std::min(kWinRegion, round_up(g.H, OUTPUTS)); th += OUTPUTS) {
+    for (int tw = OUTPUTS; tw <= std::min(kWinRegion, round_up(g.W, OUTPUTS)); tw += OUTPUTS) {
+      FastGeometry t = g;
+      set_even_tiles(t, std::min(th, g.H), std::min(tw, g.W));
+      const int64_t bytes = fixed + s2_tile_bytes<scalar_t>(t.TH, t.TW, g.K);
+      if (bytes > hard || blocks_per_sm(bytes) < blocks) continue;
+      if (planes * t.tiles < min_blocks && t.tiles < g.tiles) continue;
+      if (work(t) < work(best)) best = t;
+    }
+  }
+  g = best;
   return true;
 }
 

@@ -10,7 +10,8 @@ namespace mmo1d {
 namespace cuda {
 
 // The staged tile is sized for the largest halved halo on both axes (a block's channels may have
-// different angles); false when not even OUTPUTS x OUTPUTS outputs fit.
+// different angles); the output tile grows while the blocks per multiprocessor stay
+// (choose_s2_tile); false when not even OUTPUTS x OUTPUTS outputs fit.
 // Domain: the forward at stride 2, channels_last, C a multiple of the channel block, aligned.
 template <typename scalar_t>
 bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
@@ -19,7 +20,10 @@ bool S2Gather::plan(const Problem& p, Pass pass, Plan* plan) {
   FastGeometry g = output_geometry(p, p.K);  // p.stride == 2
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K);
   auto kernel = s2_gather_nhwc_kernel<scalar_t, OUTPUTS>;
-  if (!choose_s2_tile<scalar_t>(g, fixed, max_dynamic_smem(kernel))) return false;
+  KernelLimits& lim = kernel_limits(kernel);
+  const int by_registers = blocks_by_registers(kernel, lim, kFastThreads);
+  auto blocks_per_sm = [&](int64_t bytes) { return std::min(blocks_by_smem(lim, bytes), by_registers); };
+  if (!choose_s2_tile<scalar_t>(g, fixed, lim.max_dynamic_smem, p.N * (g.C / CB), blocks_per_sm)) return false;
   plan->path = "s2_gather";
   plan->fg = g;
   plan->launch =

@@ -59,13 +59,14 @@ __global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S
     }
   }
   // Shared memory: tables of one class (seg_smem[channel][s], sw[point][channel]), the fp32 sums of
-  // the tile (CB per pixel), the staged phase-plane tile.
+  // the tile (CB per pixel, tw | 1 pixels per row: win_tasks), the staged phase-plane tile.
   int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB));
   float* accs = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * CB) + align16(sizeof(float) * g.K * CB));
-  scalar_t* S =
-      reinterpret_cast<scalar_t*>(reinterpret_cast<unsigned char*>(accs) + align16(sizeof(float) * g.TH * g.TW * CB));
-  for (int e = threadIdx.x; e < th * tw * CB; e += blockDim.x) {
+  const int64_t accs_bytes = align16(sizeof(float) * g.TH * (g.TW | 1) * CB);
+  scalar_t* S = reinterpret_cast<scalar_t*>(reinterpret_cast<unsigned char*>(accs) + accs_bytes);
+  const int apitch = tw | 1;
+  for (int e = threadIdx.x; e < th * apitch * CB; e += blockDim.x) {
     const int k = e % CB;
     accs[e] = bias != nullptr ? static_cast<float>(bias[c0 + k]) : 0.0f;
   }
@@ -113,8 +114,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S
     const int pix = e >> 2, qd = e & 3;
     const int i = pix / tw, j = pix - i * tw;
     float v[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = accs[pix * CB + qd * V + k];
+    load_floats<V>(accs + (i * apitch + j) * CB + qd * V, v);
     store_vec<scalar_t, V>(op + (int64_t(p0 + i) * g.W + q0 + j) * g.C + c0 + qd * V, v);
   }
 }

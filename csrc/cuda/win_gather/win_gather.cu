@@ -31,13 +31,17 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
     return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
   };
+  // The staged tile of g's output tile at the largest halo of any angle.
+  auto worst_tile = [&] {
+    return max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  };
   auto kernel = win_kernel<scalar_t>(classes, one_list);
   if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
-  plan->tile = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  plan->tile = worst_tile();
   win_region(g, p.N * (g.C / CB) * classes);
   // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
   // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
-  const int64_t region = max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
+  const int64_t region = worst_tile();
   if (region > plan->tile) {
     plan->tile = std::min(region, smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed);
   }

@@ -141,7 +141,9 @@ struct GlobalSegs {
 // staged, or GlobalSegs). Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
-// pixel, stw pixels per row), one class of the stride-2 forward at a time.
+// pixel, stw | 1 pixels per row), one class of the stride-2 forward at a time. A lane adds its
+// CHANNELS channels with one vector access; the odd row pitch puts the eight pixel slots of a warp
+// on different banks whether they take neighbouring rows or columns.
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
@@ -178,9 +180,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
       const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
       if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
         if constexpr (ACC) {
-          float* d = accs + (pr * stw + qr) * CB + kc;
-#pragma unroll
-          for (int k = 0; k < CHANNELS; ++k) d[k] += acc[r][k];
+          add_floats<CHANNELS>(accs + (pr * (stw | 1) + qr) * CB + kc, acc[r]);
         } else {
           store_channels<scalar_t, CHANNELS>(o, acc[r]);
         }
