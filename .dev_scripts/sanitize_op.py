@@ -33,6 +33,7 @@ CASES = [
     (2, 32, 33, 35, 31, 2, torch.float32, 'channels_last'),
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather, vec_wgrad
     (16, 288, 33, 33, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather: grown regions, the blocks' full share
+    (16, 64, 225, 223, 15, 2, torch.float16, 'channels_last'),  # s2_gather: grown tiles
     (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)
     (2, 40, 56, 56, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: 13 outputs per thread (28 x 28 tiles)
     (2, 20, 64, 64, 31, 1, torch.float32, 'channels_last'),   # vec_wgrad: 16 outputs per thread (32 x 32 tiles)
