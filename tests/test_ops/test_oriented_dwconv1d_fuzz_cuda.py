@@ -148,7 +148,8 @@ ANCHORS = [
     # staged in the blocks' full share of shared memory: the ++ 4C tensor of a training batch.
     Case(16, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 40),
     Case(16, 288, 33, 33, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 41),
-    # The stride-2 forward's grown tiles (more outputs a block at the same blocks per SM), odd sizes.
+    # The stride-2 forward at odd sizes: grown tiles (bf16, K=15: more outputs a block at the same blocks
+    # per SM) and the float32 tile's two-channel vector adds (K=31, whose tile keeps its size).
     Case(16, 64, 223, 221, 15, 2, torch.bfloat16, 'channels_last', True, 'trunc', 42),
     Case(8, 64, 225, 219, 31, 2, torch.float32, 'channels_last', False, 'trunc', 43),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
