@@ -65,22 +65,25 @@ class DownstreamRun:
     options: Tuple[Tuple[str, Any], ...] = ()
 
 
+#: Runs of our recipes with one backbone option set: suffix -> (variants, (dotted key, value)).
+OPTION_RUNS = {
+    # The 7x7 depthwise convolutions through ATen's NCHW kernel whatever cudnn.benchmark says.
+    'nchw': (('2dpp', '2d'), ('model.backbone.depthwise_layout', 'nchw')),
+    # The backbone's outputs channels_last-strided, as its stages compute them.
+    'cl-out': (('1d', '1dpp', '2dpp'), ('model.backbone.out_channels_last', True)),
+}
+
+
 def _runs() -> Dict[str, DownstreamRun]:
     runs = {}
     for task in ('seg', 'det'):
         runs[f'{task}-stock'] = DownstreamRun(f'{task}-stock', task, STOCK_CONFIGS[task], baseline=True)
         for variant in ('1d', '1dpp', '2dpp', '2d'):
             runs[f'{task}-t-{variant}'] = DownstreamRun(f'{task}-t-{variant}', task, OUR_CONFIGS[task].format(variant))
-        for variant in ('2dpp', '2d'):
-            # The 7x7 depthwise convolutions through ATen's NCHW kernel whatever cudnn.benchmark says.
-            runs[f'{task}-t-{variant}-nchw'] = DownstreamRun(f'{task}-t-{variant}-nchw', task,
-                                                             OUR_CONFIGS[task].format(variant),
-                                                             options=(('model.backbone.depthwise_layout', 'nchw'), ))
-        for variant in ('1d', '1dpp', '2dpp'):
-            # The backbone's outputs channels_last-strided, as its stages compute them.
-            runs[f'{task}-t-{variant}-cl-out'] = DownstreamRun(f'{task}-t-{variant}-cl-out', task,
-                                                               OUR_CONFIGS[task].format(variant),
-                                                               options=(('model.backbone.out_channels_last', True), ))
+        for suffix, (variants, option) in OPTION_RUNS.items():
+            for variant in variants:
+                name = f'{task}-t-{variant}-{suffix}'
+                runs[name] = DownstreamRun(name, task, OUR_CONFIGS[task].format(variant), options=(option, ))
         for variant in ('2d', '1d'):
             runs[f'{task}-demo-{variant}'] = DownstreamRun(f'{task}-demo-{variant}', task,
                                                            DEMO_CONFIGS[task].format(variant), baseline=variant == '2d')

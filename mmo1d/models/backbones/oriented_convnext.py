@@ -285,10 +285,9 @@ class OrientedConvNeXt(BaseModule):
                 norm = getattr(self, f'norm{i}')
                 if self.gap_before_final_norm:
                     outs.append(norm(x.mean((2, 3), keepdim=True)).flatten(1))
-                elif self.out_channels_last:
-                    outs.append(norm(x))
                 else:
-                    outs.append(norm(x).contiguous())
+                    out = norm(x)
+                    outs.append(out if self.out_channels_last else out.contiguous())
         return tuple(outs)
 
     def _freeze_stages(self) -> None:
