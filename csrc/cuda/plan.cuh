@@ -71,6 +71,7 @@ struct Plan {
   bool via_nchw = false;        // channels_last tensors through NCHW copies
   int chunk = 0, parts = 0;     // weight gradients: images per block, partial sums per channel
   int classes = 1, points = 0;  // parity classes (1 or 4); vector weight gradient: table rows per block
+  int groups = 1;               // vector weight gradient: groups of warps that share out the points
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
 };
 

@@ -59,10 +59,12 @@ def test_matches_weight_grad_and_sum(device, layout, dtype, c, h, w, k, stride):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('stride', [1, 2])
-def test_channels_last_kernel_sums_the_bias(dtype, stride):
-    """The fused path serves these calls, and its sum is deterministic and accurate."""
+@pytest.mark.parametrize('h,w', [(30, 26), (14, 14), (7, 9)])
+def test_channels_last_kernel_sums_the_bias(dtype, stride, h, w):
+    """The fused path serves these calls (on small planes with groups of warps that share out the points,
+    only one of which sums the bias), and its sum is deterministic and accurate."""
     c = 200  # not a multiple of the channel block of any dtype's kernel
-    x, weight, theta, grad = grads(c, 30, 26, 31, stride, dtype, 'cuda', torch.channels_last, seed=3)
+    x, weight, theta, grad = grads(c, h, w, 31, stride, dtype, 'cuda', torch.channels_last, seed=3)
     assert oriented_dwconv1d_path(x, weight, stride, 'backward_weight').startswith('vec_wgrad')
     dw, db = weight_bias_grad(grad, x, weight, theta, stride)
     for _ in range(2):

@@ -194,14 +194,30 @@ inline int vec_variant(const FastGeometry& g) {
   return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
 }
 
-// Outputs per thread of the stride-1 vector weight gradient: the fewest of kVecWgradOutputs whose
-// pixel slots cover the tile in one round.
-inline int vec_wgrad_outputs(const FastGeometry& g) {
+// The stride-1 vector weight gradient's work split (kVecWgradOutputs, kVecWgradGroups): outputs per
+// thread and groups of warps of the least estimated work for a tile of g.TH x g.TW outputs and
+// `points` points per block; wide: outputs above kVecRLarge allowed.
+struct VecWgradShape {
+  int outputs, groups;
+};
+
+inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wide) {
   const int64_t pixels = int64_t(g.TH) * g.TW;
-  for (const int r : kVecWgradOutputs) {
-    if (pixels <= int64_t(kFastThreads / 4) * r) return r;
+  VecWgradShape best{kVecRLarge, 1};
+  double best_cost = -1.0;
+  for (const int groups : kVecWgradGroups) {
+    const int64_t slots = kFastThreads / 4 / groups;
+    for (const int r : kVecWgradOutputs) {
+      if (r > kVecRLarge && !wide) continue;
+      const double cost = double(ceil_div(pixels, slots * r)) *
+                          (ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost);
+      if (best_cost < 0.0 || cost < best_cost) {
+        best = VecWgradShape{r, groups};
+        best_cost = cost;
+      }
+    }
   }
-  return std::end(kVecWgradOutputs)[-1];
+  return best;
 }
 
 // Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS

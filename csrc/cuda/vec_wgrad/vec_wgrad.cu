@@ -51,13 +51,13 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
   plan->fg = g;
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
-  plan->variant = classes == 1 ? vec_wgrad_outputs(g) : vec_variant(g);
   // More than kVecRLarge outputs per thread bind the kernel to kVecWgradWideBlocks blocks per SM: only
   // where the tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three, kept).
-  if (plan->variant > kVecRLarge &&
-      blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) > kVecWgradWideBlocks) {
-    plan->variant = kVecRLarge;
-  }
+  const bool wide =
+      blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) <= kVecWgradWideBlocks;
+  const VecWgradShape shape = classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1};
+  plan->variant = shape.outputs;
+  plan->groups = shape.groups;
   plan->classes = classes;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
@@ -82,7 +82,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
                                         .Wx = static_cast<int>(x.size(3)),
                                         .vec_ok = vec_ok,
                                         .tile_bytes = static_cast<int>(plan.tile),
-                                        .pcap = plan.points};
+                                        .pcap = plan.points,
+                                        .groups = plan.groups};
   launch_planned(kernel, plan.launch, "channels_last weight-gradient", params);
   return partial;
 }

@@ -8,7 +8,7 @@ namespace mmo1d {
 namespace cuda {
 
 // The arguments of vec_wgrad_nhwc_kernel, built by its launcher: x of Hx x Wx pixels, N images in
-// chunks of `chunk`, pcap points per block.
+// chunks of `chunk`, pcap points per block shared out among `groups` groups of warps.
 template <typename scalar_t>
 struct VecWgradParams {
   WgradOperands<scalar_t, float> io;
@@ -19,11 +19,15 @@ struct VecWgradParams {
   bool vec_ok;
   int tile_bytes;
   int pcap;
+  int groups;
 };
 
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
+// The warps form params.groups groups (warp % groups), each covering the whole tile with its pixel
+// slots and taking every groups-th point: on small tiles a group's fewer slots run more outputs
+// each, so each point's sum over the slots is amortised over more of them.
 // g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
 // the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
 // input; each class has its own tables and partial sums. P = 1: blockIdx.y is a slice of pcap
@@ -49,8 +53,9 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   const int c0 = part.c * CB;
   const auto [p0, q0, th, twd] = output_tile(g, part.tile);
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int slot = warp * 8 + (lane >> 2);
-  const int slots = blockDim.x >> 2;
+  const int groups = params.groups, group = warp % groups;
+  const int slot = (warp / groups) * 8 + (lane >> 2);
+  const int slots = (nwarps / groups) * 8;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
@@ -61,6 +66,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   // slice's) blocks: every output's dy is loaded once there.
   const bool with_bias = params.bpartial != nullptr && blockIdx.y == 0;
   if (np == 0 && !with_bias) return;  // a slice beyond the block's points
+  const bool bias_sums = with_bias && group == 0;  // each group loads every output's dy: one sums it
   const int EW = twd + 2 * pwid;
   const int strip = min(th, params.tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
   int* soff = reinterpret_cast<int*>(smem);
@@ -105,14 +111,14 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
             for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
           }
         }
-        if (with_bias) {
+        if (bias_sums) {
 #pragma unroll
           for (int r = 0; r < OUTPUTS; ++r) {
 #pragma unroll
             for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
         }
-        for (int j = 0; j < np; ++j) {
+        for (int j = group; j < np; j += groups) {
           float part[V];
 #pragma unroll
           for (int k = 0; k < V; ++k) part[k] = 0.0f;
@@ -155,12 +161,12 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
     if (ch >= g.C || j0 + j >= tables.npts[ch]) continue;
     float v = 0.0f;
-    for (int w = 0; w < nwarps; ++w) v += red[(w * np + j) * CB + k];
+    for (int w = j % groups; w < nwarps; w += groups) v += red[(w * np + j) * CB + k];
     partial[part.row(ch) * g.K + j0 + j] = v;
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
     float v = 0.0f;
-    for (int w = 0; w < nwarps; ++w) v += s_bias[w][threadIdx.x];
+    for (int w = 0; w < nwarps; w += groups) v += s_bias[w][threadIdx.x];
     params.bpartial[part.row(c0 + threadIdx.x)] = v;
   }
 }
