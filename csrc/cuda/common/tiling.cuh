@@ -194,27 +194,33 @@ inline int vec_variant(const FastGeometry& g) {
   return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
 }
 
-// The stride-1 vector weight gradient's work split (kVecWgradOutputs, kVecWgradGroups): outputs per
-// thread and groups of warps of the least estimated work for a tile of g.TH x g.TW outputs and
-// `points` points per block; wide: outputs above kVecRLarge allowed.
+// The stride-1 vector weight gradient's work split (tiling.h): outputs per thread and groups of
+// warps for a tile of g.TH x g.TW outputs and `points` points per block; wide: outputs above
+// kVecRLarge allowed.
 struct VecWgradShape {
   int outputs, groups;
 };
 
 inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wide) {
   const int64_t pixels = int64_t(g.TH) * g.TW;
-  VecWgradShape best{kVecRLarge, 1};
-  double best_cost = -1.0;
+  VecWgradShape best{std::end(kVecWgradOutputs)[-1], 1};
+  for (const int r : kVecWgradOutputs) {
+    if (pixels <= int64_t(kFastThreads / 4) * r) {
+      best.outputs = r;
+      break;
+    }
+  }
+  if (best.outputs > kVecRLarge && !wide) best.outputs = kVecRLarge;
+  if (best.outputs != kVecRSmall) return best;
+  auto cost = [&](int r, int groups) {
+    return ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost;
+  };
+  float best_cost = cost(kVecRSmall, 1);
   for (const int groups : kVecWgradGroups) {
-    const int64_t slots = kFastThreads / 4 / groups;
-    for (const int r : kVecWgradOutputs) {
-      if (r > kVecRLarge && !wide) continue;
-      const double cost = double(ceil_div(pixels, slots * r)) *
-                          (ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost);
-      if (best_cost < 0.0 || cost < best_cost) {
-        best = VecWgradShape{r, groups};
-        best_cost = cost;
-      }
+    for (const int r : kVecWgradGroupedOutputs) {
+      if (pixels > int64_t(kFastThreads / 4 / groups) * r || cost(r, groups) >= best_cost) continue;
+      best = VecWgradShape{r, groups};
+      best_cost = cost(r, groups);
     }
   }
   return best;

@@ -33,18 +33,21 @@ constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 
 // NHWC vector path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
 // pixel slots x 8 would leave most of them idle).
 constexpr int kVecRLarge = 8, kVecRSmall = 4;
-// The stride-1 vector weight gradient's outputs per thread and groups of warps (each group takes
-// every groups-th point over the whole tile with its 64 / groups pixel slots): the pair of least
-// estimated work, rounds of the slots over the tile x (points per group x (outputs + a point's
-// sum over the warp's slots, its update and the loop) + outputs x loading dy), in instructions of
-// one output and point (10 in the 13-output point loop's SASS, the sum and loop 36). A 28 x 28
-// tile takes 13 outputs in one group at K=31 (832 computed for 784, where 8 took two rounds of
-// 512), 7 in two rounds at K=15; a 14 x 14 plane two groups of 7, a 7 x 7 plane eight groups of 7
-// (one group of 64 slots x 4 computed 256 outputs for 49). Above kVecRLarge the kernel is bound to
-// kVecWgradWideBlocks blocks per SM, so those are taken only where the tile's shared memory leaves
-// room for no more.
+// The stride-1 vector weight gradient's outputs per thread: the fewest of these with which the
+// block's 64 pixel slots cover its tile (up to 32 x 32) in one round, so that each point's sum over
+// a warp's slots runs once per tile and few outputs idle (a 28 x 28 tile: 13, 832 outputs computed
+// for 784, where 8 took two rounds of 512; 7 in two rounds at K=15 was 1.13x slower than 8, H200).
+// Tiles that kVecRSmall covers (up to 256 pixels) may instead split the warps into groups that take
+// every groups-th point over the whole tile, each with 64 / groups slots of kVecWgradGroupedOutputs
+// outputs covering it in one round: the pair of least estimated work, points per group x (outputs
+// + a point's sum over the warp's slots, its update and the loop) + outputs x loading dy, in
+// instructions of one output and point (10 in the 13-output point loop's SASS, the sum and loop
+// 36). A 14 x 14 plane takes two groups of 7, a 7 x 7 plane eight groups of 7 (one group computed
+// 256 outputs for 49). Above kVecRLarge the kernel is bound to kVecWgradWideBlocks blocks per SM, so
+// those are taken only where the tile's shared memory leaves room for no more.
 constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 16};
-constexpr int kVecWgradGroups[] = {1, 2, 4, 8};
+constexpr int kVecWgradGroupedOutputs[] = {7, 8};
+constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;

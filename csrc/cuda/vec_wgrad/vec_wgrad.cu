@@ -18,21 +18,35 @@ namespace cuda {
 namespace {
 
 // The kernel of each instance: stride 1 (classes 1) at any of kVecWgradOutputs outputs per
-// thread, stride 2 (four parity classes) at kVecRSmall or kVecRLarge.
-template <typename scalar_t, size_t... I>
+// thread in one group of warps, or kVecWgradGroupedOutputs in several; stride 2 (four parity
+// classes) at kVecRSmall or kVecRLarge.
+template <bool GROUPED>
+constexpr const auto& stride1_outputs() {
+  if constexpr (GROUPED) {
+    return kVecWgradGroupedOutputs;
+  } else {
+    return kVecWgradOutputs;
+  }
+}
+
+template <typename scalar_t, bool GROUPED, size_t... I>
 auto stride1_kernel(int outputs, std::index_sequence<I...>) {
-  decltype(&vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1>) kernel = nullptr;
-  ((kernel = outputs == kVecWgradOutputs[I] ? vec_wgrad_nhwc_kernel<scalar_t, kVecWgradOutputs[I], 1> : kernel), ...);
+  constexpr const auto& list = stride1_outputs<GROUPED>();
+  decltype(&vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 1, false>) kernel = nullptr;
+  ((kernel = outputs == list[I] ? vec_wgrad_nhwc_kernel<scalar_t, list[I], 1, GROUPED> : kernel), ...);
   return kernel;
 }
 
 template <typename scalar_t>
-auto vec_wgrad_kernel(int outputs, int classes) {
-  if (classes == 1) {
-    return stride1_kernel<scalar_t>(outputs, std::make_index_sequence<std::size(kVecWgradOutputs)>());
+auto vec_wgrad_kernel(int outputs, int classes, int groups = 1) {
+  if (classes == 1 && groups > 1) {
+    return stride1_kernel<scalar_t, true>(outputs, std::make_index_sequence<std::size(stride1_outputs<true>())>());
   }
-  return outputs == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2>
-                               : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2>;
+  if (classes == 1) {
+    return stride1_kernel<scalar_t, false>(outputs, std::make_index_sequence<std::size(stride1_outputs<false>())>());
+  }
+  return outputs == kVecRSmall ? vec_wgrad_nhwc_kernel<scalar_t, kVecRSmall, 2, false>
+                               : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2, false>;
 }
 
 }  // namespace
@@ -44,6 +58,11 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
   for (const int r : kVecWgradOutputs) hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, classes)));
+  if (classes == 1) {
+    for (const int r : kVecWgradGroupedOutputs) {
+      hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, 1, 2)));
+    }
+  }
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
@@ -62,7 +81,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
   plan->launch = LaunchShape{cgroups * g.tiles * ceil_div(p.N, plan->chunk), grid_y, kFastThreads, fixed + plan->tile};
-  return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes), plan->launch);
+  return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
 
 template <typename scalar_t>
@@ -72,7 +91,7 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
-  auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes);
+  auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),

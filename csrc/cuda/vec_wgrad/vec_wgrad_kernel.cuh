@@ -25,16 +25,17 @@ struct VecWgradParams {
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
-// The warps form params.groups groups (warp % groups), each covering the whole tile with its pixel
-// slots and taking every groups-th point: on small tiles a group's fewer slots run more outputs
-// each, so each point's sum over the slots is amortised over more of them.
+// GROUPED: the warps form params.groups groups (warp % groups), each covering the whole tile with
+// its pixel slots and taking every groups-th point: on small tiles a group's fewer slots run more
+// outputs each, so each point's sum over the slots is amortised over more of them. Otherwise one
+// group (params.groups is 1).
 // g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
 // the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
 // input; each class has its own tables and partial sums. P = 1: blockIdx.y is a slice of pcap
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
-template <typename scalar_t, int OUTPUTS, int P>
+template <typename scalar_t, int OUTPUTS, int P, bool GROUPED>
 __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgradWideBlocks : 3)
     vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
   const scalar_t* __restrict__ dy = params.io.dy;
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   const int c0 = part.c * CB;
   const auto [p0, q0, th, twd] = output_tile(g, part.tile);
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int groups = params.groups, group = warp % groups;
+  const int groups = GROUPED ? params.groups : 1, group = GROUPED ? warp % groups : 0;
   const int slot = (warp / groups) * 8 + (lane >> 2);
   const int slots = (nwarps / groups) * 8;
 
