@@ -59,7 +59,7 @@ def test_matches_weight_grad_and_sum(device, layout, dtype, c, h, w, k, stride):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('stride', [1, 2])
-@pytest.mark.parametrize('h,w', [(30, 26), (14, 14), (7, 9)])
+@pytest.mark.parametrize('h,w', [(30, 26), (10, 10), (7, 9)])
 def test_channels_last_kernel_sums_the_bias(dtype, stride, h, w):
     """The fused path serves these calls (on small planes with groups of warps that share out the points,
     only one of which sums the bias), and its sum is deterministic and accurate."""

@@ -211,7 +211,8 @@ inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wid
     }
   }
   if (best.outputs > kVecRLarge && !wide) best.outputs = kVecRLarge;
-  if (best.outputs != kVecRSmall) return best;
+  // Groups only where one group would leave more than half of its outputs idle.
+  if (best.outputs != kVecRSmall || 2 * pixels > int64_t(kFastThreads / 4) * kVecRSmall) return best;
   auto cost = [&](int r, int groups) {
     return ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost;
   };

@@ -36,15 +36,17 @@ constexpr int kVecRLarge = 8, kVecRSmall = 4;
 // The stride-1 vector weight gradient's outputs per thread: the fewest of these with which the
 // block's 64 pixel slots cover its tile (up to 32 x 32) in one round, so that each point's sum over
 // a warp's slots runs once per tile and few outputs idle (a 28 x 28 tile: 13, 832 outputs computed
-// for 784, where 8 took two rounds of 512; 7 in two rounds at K=15 was 1.13x slower than 8, H200).
-// Tiles that kVecRSmall covers (up to 256 pixels) may instead split the warps into groups that take
-// every groups-th point over the whole tile, each with 64 / groups slots of kVecWgradGroupedOutputs
-// outputs covering it in one round: the pair of least estimated work, points per group x (outputs
-// + a point's sum over the warp's slots, its update and the loop) + outputs x loading dy, in
-// instructions of one output and point (10 in the 13-output point loop's SASS, the sum and loop
-// 36). A 14 x 14 plane takes two groups of 7, a 7 x 7 plane eight groups of 7 (one group computed
-// 256 outputs for 49). Above kVecRLarge the kernel is bound to kVecWgradWideBlocks blocks per SM, so
-// those are taken only where the tile's shared memory leaves room for no more.
+// for 784, where 8 took two rounds of 512).
+// Tiles of up to 128 pixels, on which one group of 64 slots x kVecRSmall outputs would leave more
+// than half of them idle, instead split the warps into groups that take every groups-th point over
+// the whole tile, each with 64 / groups slots of kVecWgradGroupedOutputs outputs covering it in one
+// round: the pair of least estimated work, points per group x (outputs + a point's sum over the
+// warp's slots, its update and the loop) + outputs x loading dy, in instructions of one output and
+// point (10 in the 13-output point loop's SASS, the sum and loop 36). A 7 x 7 plane takes eight
+// groups of 7: 0.51-0.53x the time of one group at K=31, 0.83-0.86x at K=15 (H200, bf16 and fp16,
+// 64 x 1536); on 14 x 14 planes two groups of 7 took 1.06-1.22x. Above kVecRLarge the kernel is
+// bound to kVecWgradWideBlocks blocks per SM, so those are taken only where the tile's shared
+// memory leaves room for no more.
 constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 16};
 constexpr int kVecWgradGroupedOutputs[] = {7, 8};
 constexpr int kVecWgradGroups[] = {2, 4, 8};

@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int groups = GROUPED ? params.groups : 1, group = GROUPED ? warp % groups : 0;
   const int slot = (warp / groups) * 8 + (lane >> 2);
-  const int slots = (nwarps / groups) * 8;
+  const int slots = GROUPED ? (nwarps / groups) * 8 : blockDim.x >> 2;
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
