@@ -63,6 +63,7 @@ CASES = [
     (2, 16, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # 7 outputs per thread (wgrad)
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
     (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
+    (2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: groups of warps
 ]
 
 
