@@ -222,9 +222,12 @@ def command_line() -> str:
 
 
 def git_commit(root: Optional[str] = None) -> str:
-    """The short commit of the source tree at ``root`` (default: the one holding this package), with
-    ``+dirty`` when tracked files under ``csrc/`` differ from it; outside a checkout (a copy of the
-    tree, e.g. ``git archive``) the environment variable ``SOURCE_COMMIT`` where set, else ``'unknown'``."""
+    """The commit that was built: the environment variable ``SOURCE_COMMIT`` where set (a copy of the
+    tree names the commit it was made from; a ``.git`` it carries may be older), else the short commit
+    of the source tree at ``root`` (default: the one holding this package), with ``+dirty`` when
+    tracked files under ``csrc/`` differ from it, else ``'unknown'`` (no checkout)."""
+    if os.environ.get('SOURCE_COMMIT'):
+        return os.environ['SOURCE_COMMIT']
     root = root or osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
     try:
         sha = subprocess.run(['git', '-C', root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
@@ -233,7 +236,7 @@ def git_commit(root: Optional[str] = None) -> str:
                                check=False).returncode
         return sha + ('+dirty' if dirty else '')
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get('SOURCE_COMMIT') or 'unknown'
+        return 'unknown'
 
 
 def utc_now() -> str:

@@ -118,6 +118,10 @@ def test_git_commit_and_cpu_env(tmp_path, monkeypatch):
     assert timing.git_commit(str(tmp_path)) == 'unknown'
     monkeypatch.setenv('SOURCE_COMMIT', '1234abc')  # a copy of the tree names the commit it was made from
     assert timing.git_commit(str(tmp_path)) == '1234abc'
+    # ... also where the copy carries a .git of another commit: the named commit is the one built.
+    assert timing.git_commit() == '1234abc'
+    monkeypatch.delenv('SOURCE_COMMIT')
+    assert timing.git_commit() != '1234abc'
     env = timing.device_env('cpu')
     assert env['gpu'] == 'cpu' and env['driver'] is None and env['threads'] == torch.get_num_threads()
     assert env['command'].startswith('python ')
