@@ -161,6 +161,16 @@ ANCHORS = [
     # ... and the interpolated weight gradient's (seed 47: learned angles, seed 48: arbitrary).
     Case(2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'bilinear', 47),
     Case(2, 40, 9, 11, 15, 1, torch.float32, 'channels_last', True, 'gaussian', 48),
+    # The window gather on planes smaller than the line: lines clipped to the plane, and blocks of
+    # several images where the grid keeps 8 blocks per SM on 132 SMs (7 x 7: three images a block
+    # in bf16 at 4C = 3072 channels and in float32, two in fp16 at 1536 channels; the last block of
+    # each batch holds fewer). One axis clipped (14 x 40), and the stride-2 input gradient's parity
+    # classes on a 7 x 7 dy.
+    Case(17, 3072, 7, 7, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 49),
+    Case(23, 1536, 7, 7, 15, 1, torch.float16, 'channels_last', False, 'trunc', 50),
+    Case(10, 3072, 7, 7, 31, 1, torch.float32, 'channels_last', False, 'trunc', 51),
+    Case(2, 96, 14, 40, 31, 1, torch.float16, 'channels_last', True, 'trunc', 52),
+    Case(2, 64, 13, 13, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 53),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
     # and float64 with a long kernel (channels_last through NCHW copies).
     Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),

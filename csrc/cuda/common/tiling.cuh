@@ -227,15 +227,37 @@ inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wid
   return best;
 }
 
+// The halo of a line that a window-gather block stages on a plane of n task positions along an
+// axis: points |d| >= n away read only zero padding, and the blocks drop them (clip_segment).
+inline int win_clipped_halo(int h, int n) {
+  return std::min(h, n - 1);
+}
+
 // Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS
-// outputs with the largest halo on both axes (the smallest sub-tile of blocks whose channels have
-// different angles); halos of a line of halo_k taps.
+// outputs with the largest halos mh, mw on both axes (the smallest sub-tile of blocks whose
+// channels have different angles).
 template <typename scalar_t>
-int64_t win_tile_bytes(int th, int tw, int ph, int pw, int halo_k) {
+int64_t win_tile_bytes(int th, int tw, int ph, int pw, int mh, int mw) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   auto bytes = [](int rows, int cols) { return int64_t(rows) * (cols | 1) * 32; };
   return std::max(bytes(seg_tile_rows<OUTPUTS>(th, ph), seg_tile_cols<OUTPUTS>(tw, pw)),
-                  bytes(seg_tile_rows<OUTPUTS>(OUTPUTS, halo_k / 2), seg_tile_cols<OUTPUTS>(OUTPUTS, halo_k / 2)));
+                  bytes(seg_tile_rows<OUTPUTS>(OUTPUTS, mh), seg_tile_cols<OUTPUTS>(OUTPUTS, mw)));
+}
+
+// Images per window-gather block on a plane that one block covers (g.tiles == 1): enough for the
+// plane's tasks along its rows or its columns (the fewer) to fill the block's pixel slots, up to
+// kWinMaxImages and the batch of N, while the grid (blocks_per_image per image) keeps
+// kWinBlocksPerSM blocks per multiprocessor and the images' staged tiles (image_bytes each) fit
+// `budget`.
+template <typename scalar_t>
+int win_images(const FastGeometry& g, int64_t N, int64_t blocks_per_image, int64_t image_bytes, int64_t budget) {
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
+  if (g.tiles != 1) return 1;
+  const int64_t tasks = std::min(int64_t(g.H) * ceil_div(g.W, OUTPUTS), int64_t(g.W) * ceil_div(g.H, OUTPUTS));
+  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int64_t m = std::min<int64_t>({kFastThreads / 4 / tasks, kWinMaxImages, N, budget / image_bytes});
+  while (m > 1 && ceil_div(N, m) * blocks_per_image < min_blocks) --m;
+  return static_cast<int>(std::max<int64_t>(m, 1));
 }
 
 // The window gather's tables: the segments of each of the CB channels (one_list: of one channel)

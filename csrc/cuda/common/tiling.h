@@ -54,6 +54,9 @@ constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
+// Window gathers on planes that one block covers: up to this many images per block, so that the
+// plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).
+constexpr int kWinMaxImages = 8;
 
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
 // Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.

@@ -28,8 +28,12 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K, one_list);
-  auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
-    return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k);
+  // The blocks stage halos clipped to the plane (the kernel's clip_segment), except over one list
+  // (ONE_LIST), which they read unclipped.
+  auto clip = [&](int h, int n) { return one_list ? h : win_clipped_halo(h, n); };
+  auto tile_bytes = [&](int th, int tw, int ph, int pw) {
+    return win_tile_bytes<scalar_t>(th, tw, clip(ph, g.H), clip(pw, g.W), clip(halo_k / 2, g.H),
+                                    clip(halo_k / 2, g.W));
   };
   // The staged tile of g's output tile at the largest halo of any angle.
   auto worst_tile = [&] {
@@ -42,13 +46,17 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
   // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
   const int64_t region = worst_tile();
-  if (region > plan->tile) {
-    plan->tile = std::min(region, smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed);
-  }
+  const int64_t share = smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed;
+  if (region > plan->tile) plan->tile = std::min(region, share);
+  // Small planes: several images per block, each staged whole.
+  plan->images =
+      classes == 1 && !one_list ? win_images<scalar_t>(g, p.N, g.tiles * (g.C / CB), region, share) : 1;
+  if (plan->images > 1) plan->tile = plan->images * region;
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list;
-  plan->launch = LaunchShape{p.N * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
+  plan->launch =
+      LaunchShape{ceil_div(p.N, plan->images) * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
   return launch_fits(kernel, plan->launch);
 }
 
@@ -66,7 +74,9 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
       .OH = static_cast<int>(a.out.size(2)),
       .OW = static_cast<int>(a.out.size(3)),
       .tile_bytes = static_cast<int>(plan.tile),
-      .taps = taps};
+      .taps = taps,
+      .N = static_cast<int>(a.src.size(0)),
+      .images = plan.images};
   launch_planned(kernel, plan.launch, "channels_last window gather", params);
 }
 

@@ -77,8 +77,54 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem
                                                      const int* nseg, int c0, int K, int pitch) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
-    if (s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
+    if (seg_smem != nullptr && s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
     if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+  }
+}
+
+// A segment (SegTables' {dh, dw, L, first weight}, points (dh, dw) + l u for u = (ui, uj)) cut to
+// the points that can read inside a plane of H x W task positions, |dh| < H and |dw| < W: for any
+// task position, the others fall outside the plane and read only zero padding. L = 0 when none is
+// left.
+__device__ __forceinline__ int4 clip_segment(int4 seg, int ui, int uj, int H, int W) {
+  int lo = 0, hi = seg.z - 1;
+  // Keeps 1 - n <= d0 + l u <= n - 1.
+  auto clip_axis = [&](int d0, int u, int n) {
+    if (u == 0) {
+      if (d0 <= -n || d0 >= n) hi = -1;
+    } else {
+      lo = max(lo, u > 0 ? 1 - n - d0 : d0 + 1 - n);
+      hi = min(hi, u > 0 ? n - 1 - d0 : d0 + n - 1);
+    }
+  };
+  clip_axis(seg.x, ui, H);
+  clip_axis(seg.y, uj, W);
+  if (lo > hi) return make_int4(0, 0, 0, 0);
+  return make_int4(seg.x + lo * ui, seg.y + lo * uj, hi - lo + 1, seg.w + lo);
+}
+
+// stage_segment_tables' segments on a plane of H x W task positions, each clipped (clip_segment)
+// and the empty ones dropped: nseg[channel] becomes the count kept. A warp per channel, its lanes
+// over 32 segments at a time.
+template <int CB>
+__device__ __forceinline__ void stage_clipped_segments(int4* __restrict__ seg_smem, const int4* __restrict__ segs,
+                                                       int* nseg, const int* mode, int c0, int K, int pitch, int H,
+                                                       int W) {
+  const int lane = threadIdx.x & 31;
+  for (int k = threadIdx.x >> 5; k < CB; k += blockDim.x >> 5) {
+    int ui, uj;
+    mode_step(mode[k], &ui, &uj);
+    const int n = nseg[k];
+    int kept = 0;
+    for (int s0 = 0; s0 < n; s0 += 32) {
+      int4 e = make_int4(0, 0, 0, 0);
+      if (s0 + lane < n) e = clip_segment(segs[int64_t(c0 + k) * K + s0 + lane], ui, uj, H, W);
+      const unsigned keep = __ballot_sync(0xffffffffu, e.z > 0);
+      if (e.z > 0) seg_smem[k * K + kept + __popc(keep & ((1u << lane) - 1u))] = staged_segment(e, pitch);
+      kept += __popc(keep);
+    }
+    __syncwarp();  // every lane has read nseg[k]
+    if (lane == 0) nseg[k] = kept;
   }
 }
 
@@ -140,6 +186,8 @@ struct GlobalSegs {
 // starting at channel kc of the block (c in the tensor) that share one segment list (seg_smem[s]:
 // staged, or GlobalSegs). Task position (p, q)
 // writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// images: sub-tiles of that many images, staged one below the other (image m's from pixel
+// m * image_pixels of S) and written to the planes that follow op, one each (OS = 1, not ACC).
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
 // pixel, stw | 1 pixels per row), one class of the stride-2 forward at a time. A lane adds its
 // CHANNELS channels with one vector access; the odd row pitch puts the eight pixel slots of a warp
@@ -149,7 +197,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
                                           int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
-                                          float* __restrict__ accs = nullptr) {
+                                          float* __restrict__ accs = nullptr, int images = 1, int image_pixels = 0) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -158,10 +206,11 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
-  for (int t = slot; t < ntasks; t += slots) {
-    int p, q;
-    seg_task<OUTPUTS>(mode, t, sth, stw, &p, &q);
-    const int b0 = (p + ph) * pitch + q + pw + (OUTPUTS - 1);
+  for (int t = slot; t < ntasks * images; t += slots) {
+    int p, q, m = 0;
+    if (images > 1) m = t / ntasks;
+    seg_task<OUTPUTS>(mode, t - m * ntasks, sth, stw, &p, &q);
+    const int b0 = m * image_pixels + (p + ph) * pitch + q + pw + (OUTPUTS - 1);
     float acc[OUTPUTS][CHANNELS];
 #pragma unroll
     for (int r = 0; r < OUTPUTS; ++r) {
@@ -173,7 +222,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
       run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x, axis_step, e.y, sw + e.z * CB + kc, CB,
                                                         acc);
     }
-    scalar_t* o = op + (int64_t(OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
+    scalar_t* o = op + ((int64_t(m) * OH + OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
     for (int r = 0; r < OUTPUTS; ++r, o += ostep) {
       const int pr = p + r * ui, qr = q + r * uj;
@@ -199,13 +248,18 @@ struct WinGatherParams {
   int OH, OW;
   int tile_bytes;
   TapWeights<scalar_t> taps;
+  int N, images;  // the batch; images per block (small planes, OS = 1, not ONE_LIST: the whole plane)
 };
 
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
-// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits. Or, on a
+// plane that one block covers, params.images images from n * images (fewer in the last block), each
+// plane staged whole, one below the other, their tasks shared out over the block's slots.
+// Except over ONE_LIST's lists, the lines are clipped to the plane (clip_segment) where their halo
+// reaches past it: the halo staged is then at most the plane's size less one.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
 // ONE_LIST).
@@ -224,6 +278,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
+  const int64_t n0 = n * params.images;
+  const int images = static_cast<int>(min(int64_t(params.images), params.N - n0));
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
@@ -231,7 +287,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   segs += int64_t(cls) * g.C * g.K;
   segw += int64_t(cls) * g.C * g.K;
 
-  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw, s_united;
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw, s_united, s_clip;
   if (threadIdx.x < 32) {
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
     // whether its V channels walk the same segments (then one vector load per point).
@@ -248,13 +304,20 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     }
     ph = warp_max(ph);
     pw = warp_max(pw);
+    const bool clip = !ONE_LIST && (ph >= g.H || pw >= g.W);
+    if (clip) {
+      ph = min(ph, g.H - 1);
+      pw = min(pw, g.W - 1);
+    }
     if (ONE_LIST) {
       same = __all_sync(0xffffffffu, same);
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    const int2 sub = choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
+    const int2 sub = params.images > 1 ? make_int2(th, tw)
+                                       : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
     if (threadIdx.x == 0) {
+      s_clip = clip;
       s_ph = ph;
       s_pw = pw;
       s_sh = sub.x;
@@ -282,32 +345,39 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
       sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
     }
-  } else if (segw != nullptr) {
-    stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
   } else {
-    stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
-    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
+    if (s_clip) {
+      stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
+      if (segw != nullptr) stage_segment_tables<CB>(nullptr, sw, segs, segw, s_nseg, c0, g.K, pitch);
+    } else {
+      stage_segment_tables<CB>(seg_smem, segw != nullptr ? sw : nullptr, segs, segw, s_nseg, c0, g.K, pitch);
+    }
+    if (segw == nullptr) {
+      stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
+    }
   }
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
-  const scalar_t* img = params.io.src + n * g.H * g.W * g.C;
-  scalar_t* op = params.io.out + n * OH * OW * g.C;
+  const int64_t plane = int64_t(g.H) * g.W * g.C;
+  const scalar_t* img = params.io.src + n0 * plane;
+  scalar_t* op = params.io.out + n0 * OH * OW * g.C;
   const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
   for (int sub = 0; sub < subs; ++sub) {
     const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
     const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
+    const int rows = seg_tile_rows<OUTPUTS>(sth, ph);
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1),
-                              seg_tile_rows<OUTPUTS>(sth, ph), seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
+    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
+                              seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1, images, plane);
     __syncthreads();
     // The tasks of CHANNELS channels from kc of the block over the list (seg_smem's or GlobalSegs) of
     // channel kl.
     auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
       win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
                                                             bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW,
-                                                            oa, ob, g.C, slot, slots);
+                                                            oa, ob, g.C, slot, slots, nullptr, images, rows * pitch);
     };
     // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
     auto list_of = [&](int kc) {
