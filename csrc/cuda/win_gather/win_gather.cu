@@ -48,10 +48,11 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   const int64_t region = worst_tile();
   const int64_t share = smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed;
   if (region > plan->tile) plan->tile = std::min(region, share);
-  // Small planes: several images per block, each staged whole.
-  plan->images =
-      classes == 1 && !one_list ? win_images<scalar_t>(g, p.N, g.tiles * (g.C / CB), region, share) : 1;
-  if (plan->images > 1) plan->tile = plan->images * region;
+  // Small planes: several images per block, each staged whole, at the largest halo on both axes (a
+  // block's channels may have different angles).
+  const int64_t image = tile_bytes(g.TH, g.TW, halo_k / 2, halo_k / 2);
+  plan->images = classes == 1 && !one_list ? win_images<scalar_t>(g, p.N, g.tiles * (g.C / CB), image, share) : 1;
+  if (plan->images > 1) plan->tile = plan->images * image;
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list;
