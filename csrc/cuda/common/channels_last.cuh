@@ -123,40 +123,45 @@ __device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k)
   }
 }
 
-// Rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W image, channels [c0, c0 + CB), into
-// S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row), zero outside the image and
-// beyond C. Pixel (i, j) is at img + (i * rstride + j * cstep) * C: rstride = W, cstep = 1 for an
-// image; a phase plane x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2.
-// vec_ok: also the same tile of `images` images image_stride elements apart, one below the other
-// in S (EH rows each).
+// The cp.async copies of rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W image,
+// channels [c0, c0 + CB), into S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row;
+// C % CB == 0, 16-byte aligned), zero outside the image; the caller waits for them. Pixel (i, j) is
+// at img + (i * rstride + j * cstep) * C: rstride = W, cstep = 1 for an image; a phase plane
+// x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2.
+template <typename scalar_t>
+__device__ __forceinline__ void issue_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
+                                                int H, int W, int c0, int gi0, int gj0, int EH, int EW, int pitch,
+                                                int64_t rstride, int cstep) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int half = lane & 1;
+  const int jstep = cstep * C;  // elements from one pixel of a row to the next
+  for (int i = warp; i < EH; i += nwarps) {
+    const int gi = gi0 + i;
+    const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
+    // gp: where this lane's pixel (gi, gj0 + j) would be (only pixels inside the image are read).
+    const scalar_t* gp =
+        img + (gi * rstride + int64_t(gj0) * cstep) * C + c0 + half * (CB / 2) + int64_t(lane >> 1) * jstep;
+    scalar_t* srow = S + i * pitch * CB + half * (CB / 2);
+    for (int j = lane >> 1; j < EW; j += 16, gp += 16 * int64_t(jstep)) {
+      const int gj = gj0 + j;
+      const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
+      cp_async16(srow + j * CB, ok ? gp : img, ok);
+    }
+  }
+}
+
+// The same tile staged (issue_nhwc_tile, then waited for) when vec_ok, else copied element by
+// element, also beyond C (zeros).
 template <typename scalar_t>
 __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
                                                 int H, int W, int c0, int gi0, int gj0, int EH, int EW, bool vec_ok,
-                                                int pitch, int64_t rstride, int cstep, int images = 1,
-                                                int64_t image_stride = 0) {
+                                                int pitch, int64_t rstride, int cstep) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   const int total = EH * EW;
   if (vec_ok) {
-    // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const int half = lane & 1;
-    const int jstep = cstep * C;  // elements from one pixel of a row to the next
-    for (int m = 0; m < images; ++m) {
-      const scalar_t* im = img + m * image_stride;
-      for (int i = warp; i < EH; i += nwarps) {
-        const int gi = gi0 + i;
-        const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
-        // gp: where this lane's pixel (gi, gj0 + j) would be (only pixels inside the image are read).
-        const scalar_t* gp =
-            im + (gi * rstride + int64_t(gj0) * cstep) * C + c0 + half * (CB / 2) + int64_t(lane >> 1) * jstep;
-        scalar_t* srow = S + (m * EH + i) * pitch * CB + half * (CB / 2);
-        for (int j = lane >> 1; j < EW; j += 16, gp += 16 * int64_t(jstep)) {
-          const int gj = gj0 + j;
-          const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
-          cp_async16(srow + j * CB, ok ? gp : im, ok);
-        }
-      }
-    }
+    issue_nhwc_tile<scalar_t>(S, img, C, H, W, c0, gi0, gj0, EH, EW, pitch, rstride, cstep);
     cp_async_wait_all();
     return;
   }

@@ -14,9 +14,11 @@ namespace cuda {
 
 namespace {
 
+// small: several images a block (the kernel's SMALL).
 template <typename scalar_t>
-auto win_kernel(int classes, bool one_list) {
+auto win_kernel(int classes, bool one_list, bool small = false) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
+  if (small) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true>;
   if (one_list) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, true>;
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
 }
@@ -28,12 +30,8 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = win_fixed_bytes<scalar_t>(g.K, one_list);
-  // The blocks stage halos clipped to the plane (the kernel's clip_segment), except over one list
-  // (ONE_LIST), which they read unclipped.
-  auto clip = [&](int h, int n) { return one_list ? h : win_clipped_halo(h, n); };
-  auto tile_bytes = [&](int th, int tw, int ph, int pw) {
-    return win_tile_bytes<scalar_t>(th, tw, clip(ph, g.H), clip(pw, g.W), clip(halo_k / 2, g.H),
-                                    clip(halo_k / 2, g.W));
+  auto tile_bytes = [halo_k](int th, int tw, int ph, int pw) {
+    return win_tile_bytes<scalar_t>(th, tw, ph, pw, halo_k / 2, halo_k / 2);
   };
   // The staged tile of g's output tile at the largest halo of any angle.
   auto worst_tile = [&] {
@@ -48,9 +46,10 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   const int64_t region = worst_tile();
   const int64_t share = smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed;
   if (region > plan->tile) plan->tile = std::min(region, share);
-  // Small planes: several images per block, each staged whole, at the largest halo on both axes (a
-  // block's channels may have different angles).
-  const int64_t image = tile_bytes(g.TH, g.TW, halo_k / 2, halo_k / 2);
+  // Small planes: several images per block (SMALL), each staged whole with the halo clipped to the
+  // plane, at the largest on both axes (a block's channels may have different angles).
+  const int h = halo_k / 2, ch = win_clipped_halo(h, g.H), cw = win_clipped_halo(h, g.W);
+  const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
   plan->images = classes == 1 && !one_list ? win_images<scalar_t>(g, p.N, g.tiles * (g.C / CB), image, share) : 1;
   if (plan->images > 1) plan->tile = plan->images * image;
   plan->fg = g;
@@ -58,7 +57,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->one_list = one_list;
   plan->launch =
       LaunchShape{ceil_div(p.N, plan->images) * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
-  return launch_fits(kernel, plan->launch);
+  return launch_fits(plan->images > 1 ? win_kernel<scalar_t>(classes, one_list, true) : kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -67,7 +66,7 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
-  auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list);
+  auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list, plan.images > 1);
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
       .tables = tables,

@@ -77,7 +77,7 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem
                                                      const int* nseg, int c0, int K, int pitch) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
-    if (seg_smem != nullptr && s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
+    if (s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
     if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
@@ -255,19 +255,20 @@ struct WinGatherParams {
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
-// allocation with the block's own halo (choose_subtile): the whole tile when it fits. Or, on a
-// plane that one block covers, params.images images from n * images (fewer in the last block), each
-// plane staged whole, one below the other, their tasks shared out over the block's slots.
-// Except over ONE_LIST's lists, the lines are clipped to the plane (clip_segment) where their halo
-// reaches past it: the halo staged is then at most the plane's size less one.
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+// SMALL (a plane that one block covers, not ONE_LIST, OS = 1): params.images images from
+// n * images (fewer in the last block), each plane staged whole, one below the other, their tasks
+// shared out over the block's slots; and the lines clipped to the plane (clip_segment) where their
+// halo reaches past it, so that the halo staged is at most the plane's size less one.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
 // ONE_LIST).
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
-template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false>
+template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false>
 __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const WinGatherParams<scalar_t> params) {
+  static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
   const scalar_t* __restrict__ bias = params.io.bias;
   const SegInfo* __restrict__ info = params.tables.info;
   const int4* __restrict__ segs = params.tables.segs;
@@ -278,8 +279,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
-  const int64_t n0 = n * params.images;
-  const int images = static_cast<int>(min(int64_t(params.images), params.N - n0));
+  const int64_t n0 = SMALL ? n * params.images : n;
+  const int images = SMALL ? static_cast<int>(min(int64_t(params.images), params.N - n0)) : 1;
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
@@ -304,7 +305,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     }
     ph = warp_max(ph);
     pw = warp_max(pw);
-    const bool clip = !ONE_LIST && (ph >= g.H || pw >= g.W);
+    const bool clip = SMALL && (ph >= g.H || pw >= g.W);
     if (clip) {
       ph = min(ph, g.H - 1);
       pw = min(pw, g.W - 1);
@@ -314,10 +315,10 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    const int2 sub = params.images > 1 ? make_int2(th, tw)
-                                       : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
+    const int2 sub =
+        SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
     if (threadIdx.x == 0) {
-      s_clip = clip;
+      if (SMALL) s_clip = clip;
       s_ph = ph;
       s_pw = pw;
       s_sh = sub.x;
@@ -345,23 +346,26 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
       sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
     }
-  } else {
-    if (s_clip) {
-      stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
-      if (segw != nullptr) stage_segment_tables<CB>(nullptr, sw, segs, segw, s_nseg, c0, g.K, pitch);
+  } else if (SMALL && s_clip) {
+    stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
+    if (segw != nullptr) {
+      for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+        sw[e % g.K * CB + e / g.K] = segw[int64_t(c0) * g.K + e];
+      }
     } else {
-      stage_segment_tables<CB>(seg_smem, segw != nullptr ? sw : nullptr, segs, segw, s_nseg, c0, g.K, pitch);
-    }
-    if (segw == nullptr) {
       stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
     }
+  } else if (segw != nullptr) {
+    stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
+  } else {
+    stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
   }
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
-  const int64_t plane = int64_t(g.H) * g.W * g.C;
-  const scalar_t* img = params.io.src + n0 * plane;
+  const scalar_t* img = params.io.src + n0 * g.H * g.W * g.C;
   scalar_t* op = params.io.out + n0 * OH * OW * g.C;
   const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
   for (int sub = 0; sub < subs; ++sub) {
@@ -369,15 +373,29 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
     const int rows = seg_tile_rows<OUTPUTS>(sth, ph);
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-    stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
-                              seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1, images, plane);
+    if constexpr (SMALL) {
+      for (int m = 0; m < images; ++m) {
+        issue_nhwc_tile<scalar_t>(S + m * rows * pitch * CB, img + m * g.H * g.W * g.C, g.C, g.H, g.W, c0, -ph,
+                                  -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
+      }
+      cp_async_wait_all();
+    } else {
+      stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
+                                seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
+    }
     __syncthreads();
     // The tasks of CHANNELS channels from kc of the block over the list (seg_smem's or GlobalSegs) of
     // channel kl.
     auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-      win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
-                                                            bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH, OW,
-                                                            oa, ob, g.C, slot, slots, nullptr, images, rows * pitch);
+      if constexpr (SMALL) {
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
+                                                              bias_k, sth, stw, 0, 0, ph, pw, pitch, OH, OW, oa, ob,
+                                                              g.C, slot, slots, nullptr, images, rows * pitch);
+      } else {
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
+                                                              bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
+                                                              OW, oa, ob, g.C, slot, slots);
+      }
     };
     // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
     auto list_of = [&](int kc) {
