@@ -14,13 +14,17 @@ namespace cuda {
 
 namespace {
 
-// small: several images a block (the kernel's SMALL).
 template <typename scalar_t>
-auto win_kernel(int classes, bool one_list, bool small = false) {
+auto win_kernel(int classes, bool one_list) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
-  if (small) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true>;
   if (one_list) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, true>;
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
+}
+
+// Several images a block (the kernel's SMALL).
+template <typename scalar_t>
+auto small_win_kernel() {
+  return win_gather_nhwc_kernel<scalar_t, WinTraits<scalar_t>::kOutputs, 1, false, true>;
 }
 
 }  // namespace
@@ -57,7 +61,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->one_list = one_list;
   plan->launch =
       LaunchShape{ceil_div(p.N, plan->images) * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
-  return launch_fits(plan->images > 1 ? win_kernel<scalar_t>(classes, one_list, true) : kernel, plan->launch);
+  return plan->images > 1 ? launch_fits(small_win_kernel<scalar_t>(), plan->launch) : launch_fits(kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -66,7 +70,6 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
-  auto kernel = win_kernel<scalar_t>(plan.classes, plan.one_list, plan.images > 1);
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
       .tables = tables,
@@ -74,10 +77,14 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
       .OH = static_cast<int>(a.out.size(2)),
       .OW = static_cast<int>(a.out.size(3)),
       .tile_bytes = static_cast<int>(plan.tile),
-      .taps = taps,
-      .N = static_cast<int>(a.src.size(0)),
-      .images = plan.images};
-  launch_planned(kernel, plan.launch, "channels_last window gather", params);
+      .taps = taps};
+  const char* what = "channels_last window gather";
+  if (plan.images > 1) {
+    const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images};
+    launch_planned(small_win_kernel<scalar_t>(), plan.launch, what, small);
+  } else {
+    launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
+  }
 }
 
 // Domain: channels_last, C % (32 bytes of channels) == 0, aligned; stride 1 (forward or input

@@ -222,7 +222,7 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
       run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x, axis_step, e.y, sw + e.z * CB + kc, CB,
                                                         acc);
     }
-    scalar_t* o = op + ((int64_t(m) * OH + OS * (p0s + p) + oa) * OW + OS * (q0s + q) + ob) * C + c;
+    scalar_t* o = op + ((int64_t(m) * OH + (OS * (p0s + p) + oa)) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
     for (int r = 0; r < OUTPUTS; ++r, o += ostep) {
       const int pr = p + r * ui, qr = q + r * uj;
@@ -248,8 +248,16 @@ struct WinGatherParams {
   int OH, OW;
   int tile_bytes;
   TapWeights<scalar_t> taps;
-  int N, images;  // the batch; images per block (small planes, OS = 1, not ONE_LIST: the whole plane)
 };
+
+// The SMALL kernel's: also the batch and the images per block.
+template <typename scalar_t>
+struct WinSmallParams : WinGatherParams<scalar_t> {
+  int N, images;
+};
+
+template <typename scalar_t, bool SMALL>
+using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherParams<scalar_t>>;
 
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
@@ -267,7 +275,7 @@ struct WinGatherParams {
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
 template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false>
-__global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const WinGatherParams<scalar_t> params) {
+__global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
   static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
   const scalar_t* __restrict__ bias = params.io.bias;
   const SegInfo* __restrict__ info = params.tables.info;
@@ -279,8 +287,12 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
-  const int64_t n0 = SMALL ? n * params.images : n;
-  const int images = SMALL ? static_cast<int>(min(int64_t(params.images), params.N - n0)) : 1;
+  int64_t n0 = n;
+  int images = 1;
+  if constexpr (SMALL) {
+    n0 = n * params.images;
+    images = static_cast<int>(min(int64_t(params.images), params.N - n0));
+  }
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
   info += int64_t(cls) * g.C;
