@@ -387,8 +387,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     __syncthreads();  // tables written; the previous sub-tile's reads of S are done
     if constexpr (SMALL) {
       for (int m = 0; m < images; ++m) {
-        issue_nhwc_tile<scalar_t>(S + m * rows * pitch * CB, img + m * g.H * g.W * g.C, g.C, g.H, g.W, c0, -ph,
-                                  -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
+        issue_nhwc_tile<scalar_t>(S + m * rows * pitch * CB, img + int64_t(m) * g.H * g.W * g.C, g.C, g.H, g.W, c0,
+                                  -ph, -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
       }
       cp_async_wait_all();
     } else {
