@@ -12,7 +12,8 @@
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
-#   bash .dev_scripts/gpu.sh ncu         OUT_DIR   # ncu of the window gather and weight gradient
+#   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
+#                                                  # and weight gradient, e.g. --op-shape 64 1536 14 31
 #   bash .dev_scripts/gpu.sh shapes      OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #   bash .dev_scripts/gpu.sh learnable   OUT_DIR   # interpolated taps against truncation: speed and memory
 #   bash .dev_scripts/gpu.sh fingerprint OUT_DIR   # the sha1 of csrc/ that every log's header prints
@@ -177,9 +178,11 @@ print('jit ok')
 PYEOF
     ;;
   ncu)
-    # The T-1D++ stage-1 "++" convolution (bf16 channels_last, 64 x 384 x 56 x 56, K=31, residual):
-    # the window gather at 0 and 22.5 degrees and in the 8-direction layout, and the weight gradient.
-    header > "$OUT/ncu.log"
+    # The T-1D++ stage-1 "++" convolution (bf16 channels_last, 64 x 384 x 56 x 56, K=31, residual; or
+    # the case the options name): the window gather at 0 and 22.5 degrees and in the 8-direction
+    # layout, and the weight gradient.
+    opts=("$@")
+    { header; echo "case options: ${opts[*]:-(the default case)}"; } > "$OUT/ncu.log"
     for run in "win_gather 0 fwd" "win_gather 22.5 fwd" "win_gather mixed8 fwd" "vec_wgrad mixed8 bwd_weight"; do
       # shellcheck disable=SC2086  # the words of a run
       set -- $run
@@ -188,7 +191,7 @@ PYEOF
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
         --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
         "$PY" tools/analysis_tools/profile_model.py --op --external --steps 4 --op-angle "$2" --op-passes "$3" \
-        >> "$OUT/ncu.log" 2>&1
+        ${opts[@]+"${opts[@]}"} >> "$OUT/ncu.log" 2>&1
     done
     grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
       "$OUT/ncu.log" | head -n 120
