@@ -7,13 +7,13 @@ the short GPU runs of ``.dev_scripts/gpu_downstream.sh``.
 """
 import importlib
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import torch
+
+from .timing import git_commit
 
 
 def world_size(log: Path) -> Optional[int]:
@@ -73,11 +73,5 @@ def environment() -> Dict[str, Optional[str]]:
         torch=torch.__version__,
         cuda=torch.version.cuda,
         **versions(),
-        commit=source_commit(),
+        commit=git_commit(full=True),
     )
-
-
-def source_commit() -> str:
-    """The commit that was built: $SOURCE_COMMIT (a checkout without .git), else git's HEAD."""
-    return os.environ.get('SOURCE_COMMIT') or subprocess.run(
-        ['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()

@@ -221,17 +221,18 @@ def command_line() -> str:
     return 'python ' + shlex.join([osp.relpath(sys.argv[0])] + sys.argv[1:])
 
 
-def git_commit(root: Optional[str] = None) -> str:
+def git_commit(root: Optional[str] = None, full: bool = False) -> str:
     """The commit that was built: the environment variable ``SOURCE_COMMIT`` where set (a copy of the
-    tree names the commit it was made from; a ``.git`` it carries may be older), else the short commit
-    of the source tree at ``root`` (default: the one holding this package), with ``+dirty`` when
-    tracked files under ``csrc/`` differ from it, else ``'unknown'`` (no checkout)."""
+    tree names the commit it was made from; a ``.git`` it carries may be older), else the commit of
+    the source tree at ``root`` (default: the one holding this package; short, or all 40 digits with
+    ``full``), with ``+dirty`` when tracked files under ``csrc/`` differ from it, else ``'unknown'``
+    (no checkout)."""
     if os.environ.get('SOURCE_COMMIT'):
         return os.environ['SOURCE_COMMIT']
     root = root or osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
     try:
-        sha = subprocess.run(['git', '-C', root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
-                             check=True).stdout.strip()
+        sha = subprocess.run(['git', '-C', root, 'rev-parse'] + ([] if full else ['--short']) + ['HEAD'],
+                             capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(['git', '-C', root, 'diff', '--quiet', 'HEAD', '--', 'csrc'], capture_output=True,
                                check=False).returncode
         return sha + ('+dirty' if dirty else '')

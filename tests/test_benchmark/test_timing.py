@@ -1,5 +1,6 @@
 """mmo1d.benchmark.timing: the interleaved rounds of one group of cases, the spread of the rounds, the
 command record, and a step captured in a CUDA graph (on a GPU)."""
+import re
 import statistics
 import sys
 
@@ -121,7 +122,10 @@ def test_git_commit_and_cpu_env(tmp_path, monkeypatch):
     # ... also where the copy carries a .git of another commit: the named commit is the one built.
     assert timing.git_commit() == '1234abc'
     monkeypatch.delenv('SOURCE_COMMIT')
-    assert timing.git_commit() != '1234abc'
+    short, full = timing.git_commit(), timing.git_commit(full=True)
+    assert short != '1234abc'
+    # The records of runs (downstream, scaling) name all 40 digits; the others the short form.
+    assert re.fullmatch(r'[0-9a-f]{40}(\+dirty)?', full) and full.startswith(short.split('+')[0])
     env = timing.device_env('cpu')
     assert env['gpu'] == 'cpu' and env['driver'] is None and env['threads'] == torch.get_num_threads()
     assert env['command'].startswith('python ')

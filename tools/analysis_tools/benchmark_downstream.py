@@ -48,7 +48,7 @@ from mmo1d.benchmark.downstream import merge_rounds, run_config
 from mmo1d.benchmark.downstream_configs import DEFAULT_RUNS, RUNS, SMOKE_RUNS, TASK_NAMES
 from mmo1d.benchmark.host_profile import host_tables
 from mmo1d.benchmark.names import machine_tag, results_stem
-from mmo1d.benchmark.timing import command_line, gpu_env, utc_now
+from mmo1d.benchmark.timing import command_line, git_commit, gpu_env, utc_now
 from mmo1d.utils.quiet import quiet_upstream
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -175,24 +175,13 @@ def versions() -> Dict[str, Optional[str]]:
     return found
 
 
-def source_commit() -> Optional[str]:
-    """``SOURCE_COMMIT``, else the repository's HEAD (None outside a git checkout)."""
-    if os.environ.get('SOURCE_COMMIT'):
-        return os.environ['SOURCE_COMMIT']
-    try:
-        proc = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True, text=True)
-    except OSError:  # no git
-        return None
-    return proc.stdout.strip() or None
-
-
 def env_info(args: argparse.Namespace) -> Dict:
     if args.device == 'cuda' and torch.cuda.is_available():
         env = gpu_env()
     else:
         env = dict(gpu='cpu', torch=torch.__version__, cpu_threads=torch.get_num_threads(), date=utc_now(),
                    command=command_line())
-    return {**env, **versions(), 'commit': source_commit(), 'data_root': args.data_root, 'warmup': args.warmup,
+    return {**env, **versions(), 'commit': git_commit(full=True), 'data_root': args.data_root, 'warmup': args.warmup,
             'iters': args.iters, 'max_time_s': args.max_time or None, 'workers': args.workers,
             'dry_run': args.dry_run, 'isolated': not args.in_process, 'init_loss_scale': args.init_loss_scale,
             'kernel_steps': args.kernel_times, 'host_steps': args.host_profile, 'rounds': args.rounds}

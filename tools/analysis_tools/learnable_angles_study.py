@@ -188,14 +188,6 @@ def train(run: dict, args: argparse.Namespace, index: int, orientations: Sequenc
     return result
 
 
-def _git_commit() -> Optional[str]:
-    try:
-        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def _device_name(device: str) -> str:
     if device == 'cpu':
         cpuinfo = Path('/proc/cpuinfo')
@@ -286,6 +278,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     os.chdir(REPO)
     from mmengine.config import Config
 
+    from mmo1d.benchmark.timing import git_commit
+
     la_cfg = Config.fromfile(LA, import_custom_modules=False)
     default_mult = la_cfg.optim_wrapper.paramwise_cfg.custom_keys['theta']['lr_mult']
     runs = plan_runs(args, default_mult)
@@ -335,7 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
             for name, theta in result['angles']['learned'].items():
                 groups.setdefault(result['angles']['groups'][name], []).append(torch.tensor(theta))
     report = dict(command='python tools/analysis_tools/learnable_angles_study.py ' + shlex.join(argv or sys.argv[1:]),
-                  commit=_git_commit(), torch=torch.__version__, device=device, device_name=_device_name(device),
+                  commit=git_commit(), torch=torch.__version__, device=device, device_name=_device_name(device),
                   omp_num_threads=os.environ.get('OMP_NUM_THREADS', '1'), jobs=args.jobs, wall_seconds=round(wall, 1),
                   run_seconds=round(sum(r['train_seconds'] for r in results), 1),
                   runs=[{k: r[k] for k in ('setting', 'seed', 'mIoU', 'mAcc', 'aAcc', 'train_seconds')}
