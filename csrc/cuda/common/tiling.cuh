@@ -252,7 +252,6 @@ int64_t win_tile_bytes(int th, int tw, int ph, int pw, int mh, int mw) {
 template <typename scalar_t>
 int win_images(const FastGeometry& g, int64_t N, int64_t blocks_per_image, int64_t image_bytes, int64_t budget) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
-  if (g.tiles != 1) return 1;
   const int64_t tasks = std::min(int64_t(g.H) * ceil_div(g.W, OUTPUTS), int64_t(g.W) * ceil_div(g.H, OUTPUTS));
   const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   int64_t m = std::min<int64_t>({kFastThreads / 4 / tasks, kWinMaxImages, N, budget / image_bytes});

@@ -47,15 +47,21 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   win_region(g, p.N * (g.C / CB) * classes);
   // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
   // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
+  // Small planes (one block covers the plane; stride-1 gathers whose blocks merge the taps' weights)
+  // may take several images per block (SMALL), each staged whole with the halo clipped to the plane,
+  // at the largest on both axes (a block's channels may have different angles).
   const int64_t region = worst_tile();
-  const int64_t share = smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed;
+  const bool small = classes == 1 && !one_list && g.tiles == 1;
+  const int64_t share =
+      region > plan->tile || small ? smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed : 0;
   if (region > plan->tile) plan->tile = std::min(region, share);
-  // Small planes: several images per block (SMALL), each staged whole with the halo clipped to the
-  // plane, at the largest on both axes (a block's channels may have different angles).
-  const int h = halo_k / 2, ch = win_clipped_halo(h, g.H), cw = win_clipped_halo(h, g.W);
-  const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
-  plan->images = classes == 1 && !one_list ? win_images<scalar_t>(g, p.N, g.tiles * (g.C / CB), image, share) : 1;
-  if (plan->images > 1) plan->tile = plan->images * image;
+  plan->images = 1;
+  if (small) {
+    const int h = halo_k / 2, ch = win_clipped_halo(h, g.H), cw = win_clipped_halo(h, g.W);
+    const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
+    plan->images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
+    if (plan->images > 1) plan->tile = plan->images * image;
+  }
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list;
@@ -70,6 +76,8 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
+  TORCH_CHECK(plan.images == 1 || tables.segw == nullptr,
+              "oriented_dwconv1d: a window gather of several images a block merges the taps' weights itself");
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
       .tables = tables,

@@ -264,10 +264,11 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-// SMALL (a plane that one block covers, not ONE_LIST, OS = 1): params.images images from
-// n * images (fewer in the last block), each plane staged whole, one below the other, their tasks
-// shared out over the block's slots; and the lines clipped to the plane (clip_segment) where their
-// halo reaches past it, so that the halo staged is at most the plane's size less one.
+// SMALL (a plane that one block covers, not ONE_LIST, OS = 1, the taps' weights: segw null):
+// params.images images from n * images (fewer in the last block), each plane staged whole, one
+// below the other, their tasks shared out over the block's slots; and the lines clipped to the
+// plane (clip_segment) where their halo reaches past it, so that the halo staged is at most the
+// plane's size less one.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
 // ONE_LIST).
@@ -358,15 +359,9 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
       sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
     }
-  } else if (SMALL && s_clip) {
+  } else if (SMALL && s_clip) {  // SMALL: the taps' weights, merged here (segw is null)
     stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
-    if (segw != nullptr) {
-      for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
-        sw[e % g.K * CB + e / g.K] = segw[int64_t(c0) * g.K + e];
-      }
-    } else {
-      stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
-    }
+    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
   } else if (segw != nullptr) {
     stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
   } else {
