@@ -15,6 +15,11 @@
 namespace mmo1d {
 namespace cuda {
 
+// Blocks that fill the current device's multiprocessors per_sm times over.
+inline int64_t device_blocks(int per_sm) {
+  return int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
 // ---- General kernels ----
 // Source tile extent (one axis) for an output tile of T outputs with halo P.
 inline int64_t extent(int T, int a, int P) {
@@ -88,7 +93,7 @@ inline int nchw_threads(const GatherGeometry& g) {
 // (part_bytes per chunk) held to a sixteenth of x, at least 256 KiB: on small planes one chunk per
 // image would make the workspace a sizeable fraction of the input.
 inline int wgrad_chunk(int64_t N, int64_t blocks_per_chunk, int64_t part_bytes, int64_t x_bytes) {
-  const int64_t want_blocks = int64_t(kWgradBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t want_blocks = device_blocks(kWgradBlocksPerSM);
   const int64_t max_chunks =
       std::max<int64_t>(1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
   const int64_t chunks = std::clamp<int64_t>(want_blocks / blocks_per_chunk, 1, std::min<int64_t>(N, max_chunks));
@@ -253,7 +258,7 @@ template <typename scalar_t>
 int win_images(const FastGeometry& g, int64_t N, int64_t blocks_per_image, int64_t image_bytes, int64_t budget) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const int64_t tasks = std::min(int64_t(g.H) * ceil_div(g.W, OUTPUTS), int64_t(g.W) * ceil_div(g.H, OUTPUTS));
-  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
   int64_t m = std::min<int64_t>({kFastThreads / 4 / tasks, kWinMaxImages, N, budget / image_bytes});
   while (m > 1 && ceil_div(N, m) * blocks_per_image < min_blocks) --m;
   return static_cast<int>(std::max<int64_t>(m, 1));
@@ -274,7 +279,7 @@ int64_t win_fixed_bytes(int K, bool one_list = false) {
 // halos stage larger sub-tiles, a block's fixed costs (tables, halo) are spread over more outputs
 // and the plane's edge tiles are no longer mostly empty.
 inline void win_region(FastGeometry& g, int64_t planes) {
-  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
   for (int side = kWinRegion; side > std::max(g.TH, g.TW); side /= 2) {
     const int nh = ceil_div(g.H, side), nw = ceil_div(g.W, side);
     if (planes * nh * nw < min_blocks) continue;
@@ -328,7 +333,7 @@ bool choose_s2_tile(FastGeometry& g, int64_t fixed, int64_t hard, int64_t planes
     return double(t.tiles) * (staged + kSubtileCostPerSubtile);
   };
   const int blocks = blocks_per_sm(fixed + s2_tile_bytes<scalar_t>(g.TH, g.TW, g.K));
-  const int64_t min_blocks = int64_t(kWinBlocksPerSM) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
   FastGeometry best = g;
   for (int th = OUTPUTS; th <= std::min(kWinRegion, round_up(g.H, OUTPUTS)); th += OUTPUTS) {
     for (int tw = OUTPUTS; tw <= std::min(kWinRegion, round_up(g.W, OUTPUTS)); tw += OUTPUTS) {
