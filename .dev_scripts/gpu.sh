@@ -7,7 +7,8 @@
 #                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
 #                                                  # no .old build): compare.log; MATRIX=grown compares
 #                                                  # op_matrix.py's --grown calls (large grids) instead
-#   bash .dev_scripts/gpu.sh sanitize    OUT_DIR   # compute-sanitizer memcheck + racecheck, every case
+#   bash .dev_scripts/gpu.sh sanitize    OUT_DIR   # compute-sanitizer memcheck + racecheck, every case, side by
+#                                                  # side in SHARDS (4) processes each
 #   bash .dev_scripts/gpu.sh op          OUT_DIR [benchmark_op.py options]     # e.g. --ab .old ...
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
@@ -107,15 +108,39 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       tee -a "$OUT/compare.log" | tail -n 15
     ;;
   sanitize)
-    {
-      header
-      echo "== memcheck"
-      compute-sanitizer --tool memcheck --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
-      echo "memcheck exit status: $?"
-      echo "== racecheck (every case)"
-      compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py
-      echo "racecheck exit status: $?"
-    } 2>&1 | tee "$OUT/sanitizer.log" | grep -v '^(' | tail -n 30
+    # memcheck and racecheck side by side, each over every case in SHARDS (4) processes
+    # (sanitize_op.py --shard); the shards' logs, in order, make sanitizer.log.
+    shards=${SHARDS:-4}
+    mkdir -p "$OUT/sanitize"
+    header > "$OUT/sanitizer.log"
+    start=$(date +%s)
+    for tool in memcheck racecheck; do
+      extra=(); [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+      for ((i = 0; i < shards; i++)); do
+        (compute-sanitizer --tool $tool ${extra[@]+"${extra[@]}"} --error-exitcode 9 "$PY" .dev_scripts/sanitize_op.py \
+          --shard "$i/$shards" >"$OUT/sanitize/$tool-$i.log" 2>&1; echo "$tool shard $i/$shards exit status: $?" \
+          >>"$OUT/sanitize/$tool-$i.log") &
+      done
+    done
+    wait
+    for tool in memcheck racecheck; do
+      echo "== $tool (every case, $shards shards side by side)"
+      cat "$OUT/sanitize/$tool"-*.log
+    done >> "$OUT/sanitizer.log"
+    # Every path of the compiled families reached by some shard.
+    "$PY" - "$OUT/sanitizer.log" <<'PYEOF' 2>&1 | tee -a "$OUT/sanitizer.log"
+import sys
+from mmo1d.ops import oriented_dwconv1d_paths
+seen = set()
+for line in open(sys.argv[1]):
+    if ' -> ' in line and line.startswith('('):
+        seen.update(p.strip().split('+')[0] for p in line.split(' -> ')[1].split(','))
+missing = sorted(set(oriented_dwconv1d_paths()) - seen)
+print(f'{len(seen)} paths covered over the shards' + (f'; not covered: {", ".join(missing)}' if missing else ''))
+PYEOF
+    echo "sanitizer: $(($(date +%s) - start)) s" | tee -a "$OUT/sanitizer.log"
+    grep -E 'ERROR SUMMARY|exit status|paths covered|Error|Hazard' "$OUT/sanitizer.log" | sort | uniq -c | head -n 40
+    ! grep -qE 'exit status: [^0]|not covered' "$OUT/sanitizer.log"
     ;;
   op)
     { header; "$PY" tools/analysis_tools/benchmark_op.py --out-dir "$OUT" "$@"; } 2>&1 | tee "$OUT/benchmark_op.log" |

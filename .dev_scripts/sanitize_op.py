@@ -7,7 +7,8 @@ backward (with GELU, vector and scalar rows, up to the widest fused backward, od
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
 
-(``--quick``: every other case. On an H100 racecheck over every case takes under a minute.)
+(``--quick``: every other case; ``--shard I/N``: the cases whose index is I modulo N, with the seeds
+of the full run, so that N processes side by side cover every case.)
 
 Prints the path of each call and the set of paths covered; exits non-zero if a call raised or a path
 of the compiled families (``oriented_dwconv1d_paths``) was not covered.
@@ -129,18 +130,26 @@ def run_layer_norm(case: tuple, seed: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='every other case (for racecheck)')
+    parser.add_argument('--shard', default='0/1', metavar='I/N', help='the cases whose index is I modulo N')
     args = parser.parse_args()
+    shard, shards = (int(v) for v in args.shard.split('/'))
+    if not 0 <= shard < shards:
+        parser.error(f'--shard {args.shard}: I must lie in [0, N)')
     seen = set()
     for i, case in enumerate(CASES[::2] if args.quick else CASES):
+        if i % shards != shard:
+            continue
         paths = run(case, i)
         seen.update(paths)
         print(case[:6], str(case[6]).replace('torch.', ''), *case[7:], '->', ', '.join(paths), flush=True)
     print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
     for i, case in enumerate(LAYER_NORM_CASES[::2] if args.quick else LAYER_NORM_CASES):
+        if i % shards != shard:
+            continue
         run_layer_norm(case, i)
         print('layer norm', case[:2], *(str(t).replace('torch.', '') for t in case[2:4]), 'gelu' * case[4], flush=True)
     missing = sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
-    if missing and not args.quick:
+    if missing and not args.quick and shards == 1:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')
 
 
