@@ -171,6 +171,12 @@ ANCHORS = [
     Case(10, 3072, 7, 7, 31, 1, torch.float32, 'channels_last', False, 'trunc', 51),
     Case(2, 96, 14, 40, 31, 1, torch.float16, 'channels_last', True, 'trunc', 52),
     Case(2, 64, 13, 13, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 53),
+    # ... and blocks that take their images in groups, one after the other, the last block fewer: 14 x 14
+    # planes one image a group (two groups at K=31 with arbitrary angles, one buffer; three at K=15 in
+    # the 8 directions, the next group staged while one computes), 7 x 7 three images a group, two groups.
+    Case(23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 54),
+    Case(40, 1536, 14, 14, 15, 1, torch.float16, 'channels_last', False, 'trunc', 56),
+    Case(64, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
     # and float64 with a long kernel (channels_last through NCHW copies).
     Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),

@@ -253,15 +253,25 @@ int64_t win_tile_bytes(int th, int tw, int ph, int pw, int mh, int mw) {
 // plane's tasks along its rows or its columns (the fewer) to fill the block's pixel slots, up to
 // kWinMaxImages and the batch of N, while the grid (blocks_per_image per image) keeps
 // kWinBlocksPerSM blocks per multiprocessor and the images' staged tiles (image_bytes each) fit
-// `budget`.
+// `budget`; 0 where one image's tile does not fit.
 template <typename scalar_t>
 int win_images(const FastGeometry& g, int64_t N, int64_t blocks_per_image, int64_t image_bytes, int64_t budget) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const int64_t tasks = std::min(int64_t(g.H) * ceil_div(g.W, OUTPUTS), int64_t(g.W) * ceil_div(g.H, OUTPUTS));
   const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
-  int64_t m = std::min<int64_t>({kFastThreads / 4 / tasks, kWinMaxImages, N, budget / image_bytes});
+  const int64_t fill = std::max<int64_t>(kFastThreads / 4 / tasks, 1);  // images whose tasks fill the slots
+  int64_t m = std::min<int64_t>({fill, kWinMaxImages, N, budget / image_bytes});
   while (m > 1 && ceil_div(N, m) * blocks_per_image < min_blocks) --m;
-  return static_cast<int>(std::max<int64_t>(m, 1));
+  return static_cast<int>(m);
+}
+
+// Groups of `images` images that such a block takes one after the other: up to kWinMaxGroups, while
+// the grid keeps kWinBlocksPerSM blocks per multiprocessor.
+inline int win_image_groups(int64_t N, int images, int64_t blocks_per_image) {
+  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
+  int groups = kWinMaxGroups;
+  while (groups > 1 && ceil_div(N, int64_t(images) * groups) * blocks_per_image < min_blocks) --groups;
+  return groups;
 }
 
 // The window gather's tables: the segments of each of the CB channels (one_list: of one channel)

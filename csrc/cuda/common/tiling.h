@@ -57,6 +57,10 @@ constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid k
 // Window gathers on planes that one block covers: up to this many images per block, so that the
 // plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).
 constexpr int kWinMaxImages = 8;
+// ... and up to this many groups of such images, taken one after the other, so that a block's
+// preamble (tables, merged weights) serves several planes and the next group's copies can be in
+// flight while a group computes.
+constexpr int kWinMaxGroups = 4;
 
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
 // Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.

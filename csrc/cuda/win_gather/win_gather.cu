@@ -27,6 +27,10 @@ auto small_win_kernel() {
   return win_gather_nhwc_kernel<scalar_t, WinTraits<scalar_t>::kOutputs, 1, false, true>;
 }
 
+bool win_small(const Plan& plan) {
+  return plan.images > 1 || plan.image_groups > 1;
+}
+
 }  // namespace
 
 template <typename scalar_t>
@@ -49,25 +53,32 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
   // Small planes (one block covers the plane; stride-1 gathers whose blocks merge the taps' weights)
   // may take several images per block (SMALL), each staged whole with the halo clipped to the plane,
-  // at the largest on both axes (a block's channels may have different angles).
+  // at the largest on both axes (a block's channels may have different angles), in groups one after
+  // the other; with more than one group the block takes its whole share, so that the next group's
+  // copies fit beside the current group's tiles where the block's own halo leaves room.
   const int64_t region = worst_tile();
   const bool small = classes == 1 && !one_list && g.tiles == 1;
   const int64_t share =
       region > plan->tile || small ? smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed : 0;
   if (region > plan->tile) plan->tile = std::min(region, share);
   plan->images = 1;
+  plan->image_groups = 1;
   if (small) {
     const int h = halo_k / 2, ch = win_clipped_halo(h, g.H), cw = win_clipped_halo(h, g.W);
     const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
-    plan->images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
-    if (plan->images > 1) plan->tile = plan->images * image;
+    const int images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
+    if (images >= 1) {
+      plan->images = images;
+      plan->image_groups = win_image_groups(p.N, images, g.C / CB);
+      if (win_small(*plan)) plan->tile = plan->image_groups > 1 ? share : images * image;
+    }
   }
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list;
-  plan->launch =
-      LaunchShape{ceil_div(p.N, plan->images) * g.tiles * (g.C / CB), classes, kFastThreads, fixed + plan->tile};
-  return plan->images > 1 ? launch_fits(small_win_kernel<scalar_t>(), plan->launch) : launch_fits(kernel, plan->launch);
+  plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
+                             kFastThreads, fixed + plan->tile};
+  return win_small(*plan) ? launch_fits(small_win_kernel<scalar_t>(), plan->launch) : launch_fits(kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -76,7 +87,7 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
-  TORCH_CHECK(plan.images == 1 || tables.segw == nullptr,
+  TORCH_CHECK(!win_small(plan) || tables.segw == nullptr,
               "oriented_dwconv1d: a window gather of several images a block merges the taps' weights itself");
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
@@ -87,8 +98,8 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
       .tile_bytes = static_cast<int>(plan.tile),
       .taps = taps};
   const char* what = "channels_last window gather";
-  if (plan.images > 1) {
-    const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images};
+  if (win_small(plan)) {
+    const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
     launch_planned(small_win_kernel<scalar_t>(), plan.launch, what, small);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);

@@ -250,10 +250,10 @@ struct WinGatherParams {
   TapWeights<scalar_t> taps;
 };
 
-// The SMALL kernel's: also the batch and the images per block.
+// The SMALL kernel's: also the batch, the images staged together and the groups of them per block.
 template <typename scalar_t>
 struct WinSmallParams : WinGatherParams<scalar_t> {
-  int N, images;
+  int N, images, groups;
 };
 
 template <typename scalar_t, bool SMALL>
@@ -265,10 +265,11 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
 // SMALL (a plane that one block covers, not ONE_LIST, OS = 1, the taps' weights: segw null):
-// params.images images from n * images (fewer in the last block), each plane staged whole, one
-// below the other, their tasks shared out over the block's slots; and the lines clipped to the
-// plane (clip_segment) where their halo reaches past it, so that the halo staged is at most the
-// plane's size less one.
+// params.groups groups of params.images images from n * images * groups (fewer in the last block),
+// one group after the other over the same tables; a group's planes staged whole, one below the
+// other, their tasks shared out over the block's slots; and the lines clipped to the plane
+// (clip_segment) where their halo reaches past it, so that the halo staged is at most the plane's
+// size less one.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
 // ONE_LIST).
@@ -289,10 +290,10 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = fast_block<CB>(g);
   int64_t n0 = n;
-  int images = 1;
+  int images = 1;  // SMALL: the block's images, in groups of params.images
   if constexpr (SMALL) {
-    n0 = n * params.images;
-    images = static_cast<int>(min(int64_t(params.images), params.N - n0));
+    n0 = n * params.images * params.groups;
+    images = static_cast<int>(min(int64_t(params.images) * params.groups, params.N - n0));
   }
   const int cls = OS == 1 ? 0 : blockIdx.y;
   const int oa = cls >> 1, ob = cls & 1;
@@ -374,56 +375,84 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
   const scalar_t* img = params.io.src + n0 * g.H * g.W * g.C;
   scalar_t* op = params.io.out + n0 * OH * OW * g.C;
-  const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
-  for (int sub = 0; sub < subs; ++sub) {
-    const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
-    const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
-    const int rows = seg_tile_rows<OUTPUTS>(sth, ph);
-    __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-    if constexpr (SMALL) {
-      for (int m = 0; m < images; ++m) {
-        issue_nhwc_tile<scalar_t>(S + m * rows * pitch * CB, img + int64_t(m) * g.H * g.W * g.C, g.C, g.H, g.W, c0,
-                                  -ph, -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
-      }
-      cp_async_wait_all();
+  // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
+  auto list_of = [&](int kc) {
+    if constexpr (ONE_LIST) {
+      return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
     } else {
-      stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
-                                seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
+      return static_cast<const int4*>(seg_smem + kc * g.K);
     }
-    __syncthreads();
-    // The tasks of CHANNELS channels from kc of the block over the list (seg_smem's or GlobalSegs) of
-    // channel kl.
-    auto tasks = [&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-      if constexpr (SMALL) {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
-                                                              bias_k, sth, stw, 0, 0, ph, pw, pitch, OH, OW, oa, ob,
-                                                              g.C, slot, slots, nullptr, images, rows * pitch);
-      } else {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
-                                                              bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
-                                                              OW, oa, ob, g.C, slot, slots);
-      }
-    };
-    // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
-    auto list_of = [&](int kc) {
-      if constexpr (ONE_LIST) {
-        return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
-      } else {
-        return static_cast<const int4*>(seg_smem + kc * g.K);
-      }
-    };
+  };
+  // The lane's channels through run(nv, kc, kl, bias_k, list): the tasks of nv channels from kc of
+  // the block over the list (seg_smem's or GlobalSegs) of channel kl.
+  auto lane_tasks = [&](auto&& run) {
     if (ONE_LIST && united) {
       // Every channel of the block has channel c0's list, mode and segment count.
-      tasks(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(seg_smem));
+      run(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(seg_smem));
     } else if (s_uniform[quarter]) {
-      tasks(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
+      run(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
     } else {
       // The quarter's channels straddle two angle groups: one channel at a time.
 #pragma unroll
       for (int kk = 0; kk < V; ++kk) {
         const float bk[1] = {b[kk]};
-        tasks(std::integral_constant<int, 1>{}, k0 + kk, k0 + kk, bk, list_of(k0 + kk));
+        run(std::integral_constant<int, 1>{}, k0 + kk, k0 + kk, bk, list_of(k0 + kk));
       }
+    }
+  };
+  if constexpr (SMALL) {
+    // Groups of params.images planes, each staged whole; with room for two groups' tiles at the
+    // block's halo, the next group's copies are in flight while a group computes.
+    const int rows = seg_tile_rows<OUTPUTS>(th, ph), image_pixels = rows * pitch;
+    const int per_group = params.images, groups = (images + per_group - 1) / per_group;
+    const int group_elems = per_group * image_pixels * CB;
+    const bool two = groups > 1 && int64_t(2) * group_elems * sizeof(scalar_t) <= params.tile_bytes;
+    auto stage = [&](int grp) {
+      const int m0 = grp * per_group, count = min(per_group, images - m0);
+      scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
+      for (int m = 0; m < count; ++m) {
+        issue_nhwc_tile<scalar_t>(buf + m * image_pixels * CB, img + int64_t(m0 + m) * g.H * g.W * g.C, g.C, g.H, g.W,
+                                  c0, -ph, -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(tw, pw), pitch, g.W, 1);
+      }
+      cp_async_commit();
+    };
+    stage(0);
+    for (int grp = 0; grp < groups; ++grp) {
+      if (two && grp + 1 < groups) {
+        stage(grp + 1);
+        cp_async_wait_group<1>();
+      } else {
+        cp_async_wait_group<0>();
+      }
+      __syncthreads();  // the group's tiles (and, the first time, the tables) written
+      const int m0 = grp * per_group, count = min(per_group, images - m0);
+      const scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
+      scalar_t* gop = op + int64_t(m0) * OH * OW * g.C;
+      lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(buf, gop, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
+                                                              bias_k, th, tw, 0, 0, ph, pw, pitch, OH, OW, oa, ob, g.C,
+                                                              slot, slots, nullptr, count, image_pixels);
+      });
+      if (grp + 1 < groups) {
+        __syncthreads();  // the group's reads done before its buffer is staged again
+        if (!two) stage(grp + 1);
+      }
+    }
+  } else {
+    const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+    for (int sub = 0; sub < subs; ++sub) {
+      const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
+      const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
+      const int rows = seg_tile_rows<OUTPUTS>(sth, ph);
+      __syncthreads();  // tables written; the previous sub-tile's reads of S are done
+      stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
+                                seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
+      __syncthreads();
+      lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
+                                                              bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
+                                                              OW, oa, ob, g.C, slot, slots);
+      });
     }
   }
 }
