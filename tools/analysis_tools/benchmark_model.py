@@ -59,7 +59,14 @@ from mmo1d.benchmark.classifiers import (
 )
 from mmo1d.benchmark.kernels import profile_kernels
 from mmo1d.benchmark.names import machine_tag, results_stem
-from mmo1d.benchmark.timing import capture_cuda_graph, command_line, nvidia_driver, round_spread, utc_now
+from mmo1d.benchmark.timing import (
+    capture_cuda_graph,
+    command_line,
+    git_commit,
+    nvidia_driver,
+    round_spread,
+    utc_now,
+)
 from mmo1d.utils.quiet import quiet_upstream
 
 CONFIG_DIR = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'configs', 'mmpretrain')
@@ -262,7 +269,7 @@ def env_info(args: argparse.Namespace, device: torch.device, timm_version: Optio
         'cudnn': torch.backends.cudnn.version() if cuda else None, 'timm': timm_version,
         'python': platform.python_version(), 'cpu_threads': torch.get_num_threads(),
         'tf32_matmul': torch.backends.cuda.matmul.allow_tf32, 'tf32_cudnn': torch.backends.cudnn.allow_tf32,
-        'date': utc_now(), 'command': command_line(),
+        'date': utc_now(), 'command': command_line(), 'commit': git_commit(),
         'batch_size': args.batch_size, 'img_size': args.img_size, 'repeats': args.repeats,
         'rounds': args.rounds, 'warmup': args.warmup, 'passes': list(args.passes),
         'kernel_steps': args.kernel_steps if args.kernel_times else None, 'cuda_graph': args.cuda_graph,
@@ -273,9 +280,10 @@ def summarize(result: Dict) -> str:
     """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size; with
     kernel times or CUDA graphs, a second table per mode, the largest kernels and the failed cases."""
     env, recs = result['env'], result['records']
+    commit = f"commit {env['commit']}, " if 'commit' in env else ''
     lines = [f"# OrientedConvNeXt classifiers on {env['gpu']}", '',
              f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"timm {env['timm'] or 'not installed'}, {env['date']}; batch {env['batch_size']} at "
+             f"timm {env['timm'] or 'not installed'}, {commit}{env['date']}; batch {env['batch_size']} at "
              f"{env['img_size']}x{env['img_size']}; {env['rounds']} interleaved rounds over the models of one "
              f"size (every model once per round), each the median of {env['repeats']} steps after warm-up "
              f"({env['warmup']} steps before the first round); the median over rounds is reported.", '',
