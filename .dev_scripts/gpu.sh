@@ -9,6 +9,7 @@
 #                                                  # op_matrix.py's --grown calls (large grids) instead
 #   bash .dev_scripts/gpu.sh sanitize    OUT_DIR   # compute-sanitizer memcheck + racecheck, every case, side by
 #                                                  # side in SHARDS (4) processes each
+#   bash .dev_scripts/gpu.sh verify      OUT_DIR   # tests and sanitize side by side (about 6 minutes on an H200)
 #   bash .dev_scripts/gpu.sh op          OUT_DIR [benchmark_op.py options]     # e.g. --ab .old ...
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
@@ -127,6 +128,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       echo "== $tool (every case, $shards shards side by side)"
       cat "$OUT/sanitize/$tool"-*.log
     done >> "$OUT/sanitizer.log"
+    rm -rf "$OUT/sanitize"  # all of it is in sanitizer.log
     # Every path of the compiled families reached by some shard.
     "$PY" - "$OUT/sanitizer.log" <<'PYEOF' 2>&1 | tee -a "$OUT/sanitizer.log"
 import sys
@@ -141,6 +143,20 @@ PYEOF
     echo "sanitizer: $(($(date +%s) - start)) s" | tee -a "$OUT/sanitizer.log"
     grep -E 'ERROR SUMMARY|exit status|paths covered|Error|Hazard' "$OUT/sanitizer.log" | sort | uniq -c | head -n 40
     ! grep -qE 'exit status: [^0]|not covered' "$OUT/sanitizer.log"
+    ;;
+  verify)
+    # tests and sanitize side by side (PYTEST_ARGS defaults to -n 5 here, SHARDS to 5): gpu_tests.log
+    # and sanitizer.log; the exit status is non-zero if either failed.
+    PYTEST_ARGS=${PYTEST_ARGS:--n 5} bash "$ROOT/.dev_scripts/gpu.sh" tests "$OUT" >"$OUT/tests.out" 2>&1 &
+    tests_pid=$!
+    SHARDS=${SHARDS:-5} bash "$ROOT/.dev_scripts/gpu.sh" sanitize "$OUT" >"$OUT/sanitize.out" 2>&1
+    sanitize_rc=$?
+    wait "$tests_pid"
+    tests_rc=$?
+    grep -E 'passed|failed|error' "$OUT/gpu_tests.log" | tail -n 3
+    tail -n 14 "$OUT/sanitize.out"
+    echo "tests: exit $tests_rc; sanitizer: exit $sanitize_rc"
+    [ "$tests_rc" = 0 ] && [ "$sanitize_rc" = 0 ]
     ;;
   op)
     { header; "$PY" tools/analysis_tools/benchmark_op.py --out-dir "$OUT" "$@"; } 2>&1 | tee "$OUT/benchmark_op.log" |
