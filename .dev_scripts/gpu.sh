@@ -16,6 +16,8 @@
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
 #                                                  # and weight gradient, e.g. --op-shape 64 1536 14 31
+#   bash .dev_scripts/gpu.sh ncu-sass    OUT_DIR KERNEL_REGEX ANGLE PASS [options] # one kernel's regions of
+#                                                  # instructions and stall samples (ncu source counters)
 #   bash .dev_scripts/gpu.sh shapes      OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #   bash .dev_scripts/gpu.sh learnable   OUT_DIR   # interpolated taps against truncation: speed and memory
 #   bash .dev_scripts/gpu.sh fingerprint OUT_DIR   # the sha1 of csrc/ that every log's header prints
@@ -236,6 +238,23 @@ PYEOF
     done
     grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
       "$OUT/ncu.log" | head -n 120
+    ;;
+  ncu-sass)
+    # Where one kernel's instructions and stall samples go (ncu's source counters, grouped into
+    # regions by profile_model.py --ncu-sass): KERNEL_REGEX ANGLE PASS [profile_model.py --op
+    # options], e.g. `vec_wgrad 0 bwd_weight --op-shape 64 1536 14 31`: ncu_sass.md.
+    if [ "$#" -lt 3 ]; then echo "usage: $0 ncu-sass OUT_DIR KERNEL_REGEX ANGLE PASS [options]" >&2; exit 2; fi
+    kernel=$1 angle=$2 pass=$3
+    shift 3
+    { header; echo "kernel $kernel, angle $angle, $pass, options: ${*:-(the default case)}"; } > "$OUT/ncu_sass.md"
+    ncu --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 --section SourceCounters \
+      --section WarpStateStats --import-source yes -f -o "$OUT/sass" \
+      "$PY" tools/analysis_tools/profile_model.py --op --external --steps 4 --op-angle "$angle" --op-passes "$pass" \
+      "$@" > "$OUT/ncu_sass.log" 2>&1 || { tail -n 20 "$OUT/ncu_sass.log"; exit 1; }
+    ncu --import "$OUT/sass.ncu-rep" --page source --csv --print-source sass > "$OUT/sass.csv"
+    "$PY" tools/analysis_tools/profile_model.py --ncu-sass "$OUT/sass.csv" >> "$OUT/ncu_sass.md"
+    rm -f "$OUT/sass.ncu-rep" "$OUT/sass.csv"
+    tail -n 30 "$OUT/ncu_sass.md"
     ;;
   shapes)
     { header; "$PY" tools/analysis_tools/profile_model.py --steps 5 \
