@@ -132,16 +132,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     done >> "$OUT/sanitizer.log"
     rm -rf "$OUT/sanitize"  # all of it is in sanitizer.log
     # Every path of the compiled families reached by some shard.
-    "$PY" - "$OUT/sanitizer.log" <<'PYEOF' 2>&1 | tee -a "$OUT/sanitizer.log"
-import sys
-from mmo1d.ops import oriented_dwconv1d_paths
-seen = set()
-for line in open(sys.argv[1]):
-    if ' -> ' in line and line.startswith('('):
-        seen.update(p.strip().split('+')[0] for p in line.split(' -> ')[1].split(','))
-missing = sorted(set(oriented_dwconv1d_paths()) - seen)
-print(f'{len(seen)} paths covered over the shards' + (f'; not covered: {", ".join(missing)}' if missing else ''))
-PYEOF
+    "$PY" .dev_scripts/sanitize_op.py --covered "$OUT/sanitizer.log" 2>&1 | tee -a "$OUT/sanitizer.log"
     echo "sanitizer: $(($(date +%s) - start)) s" | tee -a "$OUT/sanitizer.log"
     grep -E 'ERROR SUMMARY|exit status|paths covered|Error|Hazard' "$OUT/sanitizer.log" | sort | uniq -c | head -n 40
     ! grep -qE 'exit status: [^0]|not covered' "$OUT/sanitizer.log"

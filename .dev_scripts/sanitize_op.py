@@ -8,7 +8,8 @@ backward (with GELU, vector and scalar rows, up to the widest fused backward, od
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
 
 (``--quick``: every other case; ``--shard I/N``: the cases whose index is I modulo N, with the seeds
-of the full run, so that N processes side by side cover every case.)
+of the full run, so that N processes side by side cover every case; ``--covered LOG ...``: no GPU
+work, the check that the paths these runs' logs print cover every path.)
 
 Prints the path of each call and the set of paths covered; exits non-zero if a call raised or a path
 of the compiled families (``oriented_dwconv1d_paths``) was not covered.
@@ -129,11 +130,34 @@ def run_layer_norm(case: tuple, seed: int) -> None:
     torch.cuda.synchronize()
 
 
+def missing_paths(seen) -> list:
+    """The paths of the compiled families (``oriented_dwconv1d_paths``) that none of ``seen`` takes."""
+    return sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
+
+
+def covered_in_logs(logs: list) -> None:
+    """Checks the union of the paths that the case lines of these logs print (``(...) ... -> paths``)."""
+    seen = set()
+    for log in logs:
+        with open(log) as f:
+            for line in f:
+                if line.startswith('(') and ' -> ' in line:
+                    seen.update(p.strip() for p in line.split(' -> ', 1)[1].split(','))
+    missing = missing_paths(seen)
+    print(f'{len(oriented_dwconv1d_paths()) - len(missing)} paths covered over the logs')
+    if missing:
+        raise SystemExit(f'paths not covered: {", ".join(missing)}')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='every other case (for racecheck)')
     parser.add_argument('--shard', default='0/1', metavar='I/N', help='the cases whose index is I modulo N')
+    parser.add_argument('--covered', nargs='+', metavar='LOG', help="check the paths of these runs' logs and exit")
     args = parser.parse_args()
+    if args.covered:
+        covered_in_logs(args.covered)
+        return
     shard, shards = (int(v) for v in args.shard.split('/'))
     if not 0 <= shard < shards:
         parser.error(f'--shard {args.shard}: I must lie in [0, N)')
@@ -150,7 +174,7 @@ def main() -> None:
             continue
         run_layer_norm(case, i)
         print('layer norm', case[:2], *(str(t).replace('torch.', '') for t in case[2:4]), 'gelu' * case[4], flush=True)
-    missing = sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
+    missing = missing_paths(seen)
     if missing and not args.quick and shards == 1:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')
 
