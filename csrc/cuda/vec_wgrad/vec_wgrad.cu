@@ -10,6 +10,7 @@
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"
 #include "vec_wgrad.cuh"
+#include "vec_wgrad_across_kernel.cuh"
 #include "vec_wgrad_kernel.cuh"
 
 namespace mmo1d {
@@ -49,10 +50,40 @@ auto vec_wgrad_kernel(int outputs, int classes, int groups = 1) {
                                : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2, false>;
 }
 
+template <typename scalar_t>
+auto across_kernel() {
+  return vec_wgrad_across_kernel<scalar_t, kVecWgradAcrossPoints / 8>;
+}
+
+// The points across the slots (vec_wgrad_across_kernel) on a plane g's one tile covers, of more
+// than 128 and at most kVecWgradAcrossPixels pixels, where its shared memory at the largest halo of
+// any angle (clipped to the plane) leaves three blocks per SM: the plan, or false.
+template <typename scalar_t>
+bool plan_across(const Problem& p, const FastGeometry& g, int rows, int halo_k, Plan* plan) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int64_t pixels = int64_t(g.H) * g.W;
+  if (g.tiles != 1 || pixels <= 128 || pixels > kVecWgradAcrossPixels) return false;
+  const int h = halo_k / 2;
+  const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, win_clipped_halo(h, g.H), win_clipped_halo(h, g.W));
+  if (blocks_by_smem(across_kernel<scalar_t>(), smem) < 3) return false;
+  const int64_t cgroups = ceil_div(g.C, CB);
+  plan->chunk = wgrad_chunk(p.N, cgroups, int64_t(g.C) * g.K * int64_t(sizeof(float)), p.x_bytes);
+  plan->parts = ceil_div(p.N, plan->chunk);
+  plan->fg = g;
+  plan->tile = smem;
+  plan->variant = 0;
+  plan->groups = 1;
+  plan->classes = 1;
+  plan->points = kVecWgradAcrossPoints;
+  plan->across = true;
+  plan->launch = LaunchShape{cgroups * plan->parts, ceil_div(rows, kVecWgradAcrossPoints), kFastThreads, smem};
+  return launch_fits(across_kernel<scalar_t>(), plan->launch);
+}
+
 }  // namespace
 
 template <typename scalar_t>
-bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan) {
+bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
@@ -64,6 +95,8 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
     }
   }
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
+  plan->across = false;
+  if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
                             int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
@@ -91,7 +124,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
-  auto kernel = vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
+  auto kernel =
+      plan.across ? across_kernel<scalar_t>() : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
@@ -114,7 +148,7 @@ bool VecWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass != Pass::kWeightGrad || !p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
   const int classes = p.stride == 1 ? 1 : 4;
   plan->path = classes == 1 ? "vec_wgrad" : "vec_wgrad_classes";
-  return plan_vec_wgrad<scalar_t>(p, p.K, classes == 1 ? p.K : class_halo_k(p.K), classes, p.K, plan);
+  return plan_vec_wgrad<scalar_t>(p, p.K, classes == 1 ? p.K : class_halo_k(p.K), classes, p.K, plan, true);
 }
 
 template <typename scalar_t>
@@ -129,7 +163,7 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 }
 
 #define MMO1D_INSTANTIATE_VEC_WGRAD(T)                                                                \
-  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*);                         \
+  template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                   \
   template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, \
                                                    const PointTableView<float>&, at::Tensor*);
 MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_VEC_WGRAD)

@@ -1,0 +1,176 @@
+// The channels_last weight gradient on small planes with the points across the pixel slots: each
+// thread sums one point per pass over its warp's share of the plane's outputs, so no sum over the
+// slots runs per point (stride 1).
+#pragma once
+
+#include "vec_wgrad_kernel.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// Bytes of dynamic shared memory of vec_wgrad_across_kernel on an H x W plane whose staged halo is
+// at most (ph, pw) (clipped to the plane), CB channels: the points' offsets, the outputs' offsets,
+// dy in float32, and one region that holds the x tile (pitch one wider than the tile, for its
+// parity) and then the warps' sums.
+template <typename scalar_t>
+int64_t vec_wgrad_across_bytes(int H, int W, int ph, int pw) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int64_t nout = int64_t(H) * W;
+  const int64_t tile = int64_t(H + 2 * ph) * (W + 2 * pw + 1) * 32;
+  const int64_t sums = int64_t(kFastThreads / 32) * kVecWgradAcrossPoints * CB * sizeof(float);
+  return align16(sizeof(int) * kVecWgradAcrossPoints * CB) + align16(sizeof(int) * nout) +
+         align16(sizeof(float) * nout * CB) + std::max(tile, sums);
+}
+
+// Weight-gradient partial sums of a plane that one block covers (g.tiles == 1), CB channels, images
+// in chunks of params.io.chunk, kVecWgradAcrossPoints points a block (blockIdx.y: the slice of
+// points [blockIdx.y * that, + that) of tables of g.K rows; the bias gradient rides along with the
+// first slice). Per image the block stages x (its halo clipped to the plane: a point with |dh| >= H
+// or |dw| >= W reads only zero padding, its sum is 0) and dy converted to float32; warp w takes the
+// outputs w, w + 8, ... and, in each of the PASSES passes, lane slot s the point 8 pass + s: per
+// output one broadcast load of dy for the eight slots, then per pass one load of x and V
+// multiply-adds. At the end the warps' sums are added in warp order (deterministic) into
+// partial[c][part][point], part = chunk.
+// The x tile's pitch is odd, or even where the block's lines are diagonal (equal halos), so that the
+// eight slots' pixels of consecutive points along the line fall on distinct 32-byte bank groups (two
+// ways at most).
+template <typename scalar_t, int PASSES>
+__global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const VecWgradParams<scalar_t> params) {
+  static_assert(8 * PASSES == kVecWgradAcrossPoints, "eight slots a pass");
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, PCAP = kVecWgradAcrossPoints;
+  constexpr int kWarps = kFastThreads / 32;
+  const FastGeometry g = params.g;
+  const int H = g.H, W = g.W, nout = H * W;
+  const WgradPart part = wgrad_part(1, params.io.N, params.io.chunk);
+  const int j0 = blockIdx.y * PCAP;
+  const PointWgradTables tables = params.tables.of_class(0, g.C, g.K);
+  float* __restrict__ partial = params.io.partial;
+  const int c0 = part.c * CB;
+  const int lane = threadIdx.x & 31, quarter = lane & 3, slot = lane >> 2, warp = threadIdx.x >> 5;
+  const int kq = quarter * V;
+  extern __shared__ __align__(16) unsigned char smem[];
+
+  __shared__ int s_np, s_ph, s_pw, s_uniform[4];
+  __shared__ float s_bias[kFastThreads];
+  block_channel_summary<V>(tables.npts, tables.halo, tables.same, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
+  __syncthreads();
+  const int np = min(max(s_np - j0, 0), PCAP);
+  const bool with_bias = params.bpartial != nullptr && blockIdx.y == 0;
+  if (np == 0 && !with_bias) return;  // a slice beyond the block's points
+  const int ph = min(s_ph, H - 1), pw = min(s_pw, W - 1);
+  const int EW = W + 2 * pw, rows = H + 2 * ph;
+  const bool diagonal = s_ph == s_pw && s_ph > 0;
+  const int pitch = EW + ((EW & 1) == (diagonal ? 1 : 0) ? 1 : 0);  // odd, or even for diagonal lines
+  int* soff = reinterpret_cast<int*>(smem);
+  int* outx = reinterpret_cast<int*>(smem + align16(sizeof(int) * PCAP * CB));
+  float* D = reinterpret_cast<float*>(smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nout));
+  unsigned char* region =
+      smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nout) + align16(sizeof(float) * nout * CB);
+  scalar_t* S = reinterpret_cast<scalar_t*>(region);
+  // soff[point][channel]: the point's pixel offset in the x tile from its output's, or -1 where the
+  // channel has no such point or it lies beyond the plane.
+  for (int e = threadIdx.x; e < PCAP * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    int v = -1;
+    if (j < np && ch < g.C && j0 + j < tables.npts[ch]) {
+      const int2 o = tables.off[int64_t(ch) * g.K + j0 + j];
+      if (abs(o.x) < H && abs(o.y) < W) v = (o.x + ph) * pitch + (o.y + pw);
+    }
+    soff[e] = v;
+  }
+  for (int o = threadIdx.x; o < nout; o += blockDim.x) outx[o] = ((o / W) * pitch + o % W) * 32;
+  __syncthreads();
+  // This thread's point per pass as a byte offset in the x tile from its output's pixel (its V
+  // channels' one where they share their points, else one per channel) and whether it exists: a
+  // missing one reads the output's own pixel, and its sums are dropped at the end (no test per
+  // output).
+  const bool uniform = s_uniform[quarter] != 0;
+  const int own = ph * pitch + pw;
+  int xb[PASSES][V];
+  unsigned valid = 0;
+#pragma unroll
+  for (int pass = 0; pass < PASSES; ++pass) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int off = soff[(pass * 8 + slot) * CB + kq + (uniform ? 0 : k)];
+      xb[pass][k] = (off >= 0 ? off : own) * 32 + (kq + (uniform ? 0 : k)) * int(sizeof(scalar_t));
+      valid |= (off >= 0 ? 1u : 0u) << (pass * V + k);
+    }
+  }
+  float acc[PASSES][V];
+#pragma unroll
+  for (int pass = 0; pass < PASSES; ++pass) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[pass][k] = 0.0f;
+  }
+  float bacc = 0.0f;  // the bias gradient of channel threadIdx.x % CB (blockDim.x is a multiple of CB)
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
+    __syncthreads();  // the previous image's reads of S and D are done
+    const int64_t image = int64_t(n) * nout * g.C;
+    stage_nhwc_tile<scalar_t>(S, params.io.x + image, g.C, H, W, c0, -ph, -pw, rows, EW, params.vec_ok, pitch, W, 1);
+    for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
+      const int o = e / CB, ch = c0 + (e - o * CB);
+      const float v = ch < g.C ? static_cast<float>(params.io.dy[image + int64_t(o) * g.C + ch]) : 0.0f;
+      D[e] = v;
+      bacc += v;
+    }
+    __syncthreads();
+    const unsigned char* Sb = reinterpret_cast<const unsigned char*>(S);
+    if (uniform) {
+      for (int o = warp; o < nout; o += kWarps) {
+        float dv[V];
+        load_floats<V>(D + o * CB + kq, dv);
+        const unsigned char* px = Sb + outx[o];
+#pragma unroll
+        for (int pass = 0; pass < PASSES; ++pass) {
+          float xv[V];
+          load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(px + xb[pass][0]), xv);
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[pass][k] += dv[k] * xv[k];
+        }
+      }
+    } else {
+      // The quarter's channels straddle two angle groups: a load per channel.
+      for (int o = warp; o < nout; o += kWarps) {
+        float dv[V];
+        load_floats<V>(D + o * CB + kq, dv);
+        const unsigned char* px = Sb + outx[o];
+#pragma unroll
+        for (int pass = 0; pass < PASSES; ++pass) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            acc[pass][k] += dv[k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(px + xb[pass][k]));
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();  // every read of S is done: its region takes the warps' sums
+  float* red = reinterpret_cast<float*>(region);  // [warp][point][channel]
+#pragma unroll
+  for (int pass = 0; pass < PASSES; ++pass) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const bool has = (valid >> (pass * V + (uniform ? 0 : k))) & 1u;
+      red[(warp * PCAP + pass * 8 + slot) * CB + kq + k] = has ? acc[pass][k] : 0.0f;
+    }
+  }
+  s_bias[threadIdx.x] = bacc;
+  __syncthreads();
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = c0 + k;
+    if (ch >= g.C || j0 + j >= tables.npts[ch]) continue;
+    float v = 0.0f;
+    for (int w = 0; w < kWarps; ++w) v += red[(w * PCAP + j) * CB + k];
+    partial[part.row(ch) * g.K + j0 + j] = v;
+  }
+  if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
+    float v = 0.0f;
+    for (int t = threadIdx.x; t < kFastThreads; t += CB) v += s_bias[t];
+    params.bpartial[part.row(c0 + threadIdx.x)] = v;
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d
