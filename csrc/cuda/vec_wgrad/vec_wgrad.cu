@@ -55,20 +55,39 @@ auto across_kernel() {
   return vec_wgrad_across_kernel<scalar_t, kVecWgradAcrossPoints / 8>;
 }
 
-// The points across the slots (vec_wgrad_across_kernel) on a plane g's one tile covers, of more
-// than 128 and at most kVecWgradAcrossPixels pixels, where its shared memory at the largest halo of
-// any angle (clipped to the plane) leaves three blocks per SM: the plan, or false.
+// The points across the slots (vec_wgrad_across_kernel) on planes of more than 128 pixels (smaller
+// ones take the grouped kernel): among the plane's even splits into tiles of up to 32 x 32 whose
+// shared memory at the largest halo of any angle (clipped to the plane) leaves three blocks per SM
+// on tiles of up to kVecWgradAcrossPixels pixels, else two, the one that stages the fewest pixels
+// per output. The plan, or false where none fits.
 template <typename scalar_t>
-bool plan_across(const Problem& p, const FastGeometry& g, int rows, int halo_k, Plan* plan) {
+bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  const int64_t pixels = int64_t(g.H) * g.W;
-  if (g.tiles != 1 || pixels <= 128 || pixels > kVecWgradAcrossPixels) return false;
-  const int h = halo_k / 2;
-  const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, win_clipped_halo(h, g.H), win_clipped_halo(h, g.W));
-  if (blocks_by_smem(across_kernel<scalar_t>(), smem) < 3) return false;
+  if (int64_t(g.H) * g.W <= 128) return false;
+  const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
+  double best = 0.0;
+  int TH = 0, TW = 0;
+  for (int a = ceil_div(g.H, kVecStartTile); a <= ceil_div(g.H, kFastMinTile); ++a) {
+    const int th = ceil_div(g.H, a);
+    for (int b = ceil_div(g.W, kVecStartTile); b <= ceil_div(g.W, kFastMinTile); ++b) {
+      const int tw = ceil_div(g.W, b);
+      const int need = int64_t(th) * tw <= kVecWgradAcrossPixels ? 3 : 2;
+      if (blocks_by_smem(across_kernel<scalar_t>(), vec_wgrad_across_bytes<scalar_t>(th, tw, ph, pw)) < need) continue;
+      const double staged = double(th + 2 * ph) * (tw + 2 * pw) / (double(th) * tw);
+      if (TH == 0 || staged < best) {
+        best = staged;
+        TH = th;
+        TW = tw;
+      }
+    }
+  }
+  if (TH == 0) return false;
+  set_even_tiles(g, TH, TW);
+  const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.TH, g.TW, ph, pw);
   const int64_t cgroups = ceil_div(g.C, CB);
-  plan->chunk = wgrad_chunk(p.N, cgroups, int64_t(g.C) * g.K * int64_t(sizeof(float)), p.x_bytes);
-  plan->parts = ceil_div(p.N, plan->chunk);
+  plan->chunk =
+      wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
+  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
   plan->fg = g;
   plan->tile = smem;
   plan->variant = 0;
@@ -94,9 +113,9 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
       hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, 1, 2)));
     }
   }
-  if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   plan->across = false;
   if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
+  if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   const int64_t cgroups = ceil_div(g.C, CB);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
                             int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);

@@ -1,6 +1,6 @@
-// The channels_last weight gradient on small planes with the points across the pixel slots: each
-// thread sums one point per pass over its warp's share of the plane's outputs, so no sum over the
-// slots runs per point (stride 1).
+// The channels_last weight gradient with the points across the pixel slots: each thread sums one
+// point per pass over its warp's share of the tile's outputs, so no sum over the slots runs per
+// point (stride 1).
 #pragma once
 
 #include "vec_wgrad_kernel.cuh"
@@ -8,29 +8,29 @@
 namespace mmo1d {
 namespace cuda {
 
-// Bytes of dynamic shared memory of vec_wgrad_across_kernel on an H x W plane whose staged halo is
-// at most (ph, pw) (clipped to the plane), CB channels: the points' offsets, the outputs' offsets,
-// dy in float32, and one region that holds the x tile (pitch one wider than the tile, for its
-// parity) and then the warps' sums.
+// Bytes of dynamic shared memory of vec_wgrad_across_kernel for output tiles of up to TH x TW whose
+// staged halo is at most (ph, pw) (clipped to the plane), CB channels: the points' offsets, the
+// outputs' offsets, dy in float32, and one region that holds the x tile (pitch one wider than the
+// tile, for its parity) and then the warps' sums.
 template <typename scalar_t>
-int64_t vec_wgrad_across_bytes(int H, int W, int ph, int pw) {
+int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  const int64_t nout = int64_t(H) * W;
-  const int64_t tile = int64_t(H + 2 * ph) * (W + 2 * pw + 1) * 32;
+  const int64_t nout = int64_t(TH) * TW;
+  const int64_t tile = int64_t(TH + 2 * ph) * (TW + 2 * pw + 1) * 32;
   const int64_t sums = int64_t(kFastThreads / 32) * kVecWgradAcrossPoints * CB * sizeof(float);
   return align16(sizeof(int) * kVecWgradAcrossPoints * CB) + align16(sizeof(int) * nout) +
          align16(sizeof(float) * nout * CB) + std::max(tile, sums);
 }
 
-// Weight-gradient partial sums of a plane that one block covers (g.tiles == 1), CB channels, images
-// in chunks of params.io.chunk, kVecWgradAcrossPoints points a block (blockIdx.y: the slice of
-// points [blockIdx.y * that, + that) of tables of g.K rows; the bias gradient rides along with the
-// first slice). Per image the block stages x (its halo clipped to the plane: a point with |dh| >= H
-// or |dw| >= W reads only zero padding, its sum is 0) and dy converted to float32; warp w takes the
-// outputs w, w + 8, ... and, in each of the PASSES passes, lane slot s the point 8 pass + s: per
-// output one broadcast load of dy for the eight slots, then per pass one load of x and V
-// multiply-adds. At the end the warps' sums are added in warp order (deterministic) into
-// partial[c][part][point], part = chunk.
+// Weight-gradient partial sums of an output tile of g's grid, CB channels, images in chunks of
+// params.io.chunk, kVecWgradAcrossPoints points a block (blockIdx.y: the slice of points
+// [blockIdx.y * that, + that) of tables of g.K rows; the bias gradient rides along with the first
+// slice). Per image the block stages x (its halo clipped to the plane: a point with |dh| >= H or
+// |dw| >= W reads only zero padding, its sum is 0) and the tile's dy converted to float32; warp w
+// takes the tile's outputs w, w + 8, ... and, in each of the PASSES passes, lane slot s the point
+// 8 pass + s: per output one broadcast load of dy for the eight slots, then per pass one load of x
+// and V multiply-adds. At the end the warps' sums are added in warp order (deterministic) into
+// partial[c][part][point], part = tile * chunks + chunk.
 // The x tile's pitch is odd, or even where the block's lines are diagonal (equal halos), so that the
 // eight slots' pixels of consecutive points along the line fall on distinct 32-byte bank groups (two
 // ways at most).
@@ -40,8 +40,10 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, PCAP = kVecWgradAcrossPoints;
   constexpr int kWarps = kFastThreads / 32;
   const FastGeometry g = params.g;
-  const int H = g.H, W = g.W, nout = H * W;
-  const WgradPart part = wgrad_part(1, params.io.N, params.io.chunk);
+  const int H = g.H, W = g.W, nmax = g.TH * g.TW;  // the layout's outputs: the largest tile's
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const auto [p0, q0, th, tw] = output_tile(g, part.tile);
+  const int nout = th * tw;
   const int j0 = blockIdx.y * PCAP;
   const PointWgradTables tables = params.tables.of_class(0, g.C, g.K);
   float* __restrict__ partial = params.io.partial;
@@ -58,14 +60,14 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   const bool with_bias = params.bpartial != nullptr && blockIdx.y == 0;
   if (np == 0 && !with_bias) return;  // a slice beyond the block's points
   const int ph = min(s_ph, H - 1), pw = min(s_pw, W - 1);
-  const int EW = W + 2 * pw, rows = H + 2 * ph;
+  const int EW = tw + 2 * pw, rows = th + 2 * ph;
   const bool diagonal = s_ph == s_pw && s_ph > 0;
   const int pitch = EW + ((EW & 1) == (diagonal ? 1 : 0) ? 1 : 0);  // odd, or even for diagonal lines
   int* soff = reinterpret_cast<int*>(smem);
   int* outx = reinterpret_cast<int*>(smem + align16(sizeof(int) * PCAP * CB));
-  float* D = reinterpret_cast<float*>(smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nout));
+  float* D = reinterpret_cast<float*>(smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nmax));
   unsigned char* region =
-      smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nout) + align16(sizeof(float) * nout * CB);
+      smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nmax) + align16(sizeof(float) * nmax * CB);
   scalar_t* S = reinterpret_cast<scalar_t*>(region);
   // soff[point][channel]: the point's pixel offset in the x tile from its output's, or -1 where the
   // channel has no such point or it lies beyond the plane.
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
     }
     soff[e] = v;
   }
-  for (int o = threadIdx.x; o < nout; o += blockDim.x) outx[o] = ((o / W) * pitch + o % W) * 32;
+  for (int o = threadIdx.x; o < nout; o += blockDim.x) outx[o] = ((o / tw) * pitch + o % tw) * 32;
   __syncthreads();
   // This thread's point per pass as a byte offset in the x tile from its output's pixel (its V
   // channels' one where they share their points, else one per channel) and whether it exists: a
@@ -107,11 +109,13 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   const int n_end = part.end_image(params.io.N, params.io.chunk);
   for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
     __syncthreads();  // the previous image's reads of S and D are done
-    const int64_t image = int64_t(n) * nout * g.C;
-    stage_nhwc_tile<scalar_t>(S, params.io.x + image, g.C, H, W, c0, -ph, -pw, rows, EW, params.vec_ok, pitch, W, 1);
+    const int64_t image = int64_t(n) * H * W * g.C;
+    stage_nhwc_tile<scalar_t>(S, params.io.x + image, g.C, H, W, c0, p0 - ph, q0 - pw, rows, EW, params.vec_ok, pitch,
+                              W, 1);
     for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
       const int o = e / CB, ch = c0 + (e - o * CB);
-      const float v = ch < g.C ? static_cast<float>(params.io.dy[image + int64_t(o) * g.C + ch]) : 0.0f;
+      const int64_t pix = int64_t(p0 + o / tw) * W + q0 + o % tw;
+      const float v = ch < g.C ? static_cast<float>(params.io.dy[image + pix * g.C + ch]) : 0.0f;
       D[e] = v;
       bacc += v;
     }
