@@ -53,10 +53,11 @@ constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;
-// Planes of more than 128 (the grouped kernel's) and up to kVecWgradAcrossPixels pixels that one
-// tile covers instead take the points across the pixel slots (vec_wgrad_across_kernel):
-// kVecWgradAcrossPoints points a block, four passes of a warp's eight slots, each summed over the
-// warp's share of the outputs, so that no per-point sum over the slots runs.
+// Planes of more than 128 pixels (smaller ones: the grouped kernel) instead take the points across
+// the pixel slots (vec_wgrad_across_kernel): kVecWgradAcrossPoints points a block, four passes of a
+// warp's eight slots, each summed over the warp's share of the tile's outputs, so that no per-point
+// sum over the slots runs; tiles of up to kVecWgradAcrossPixels pixels at three blocks per SM, larger
+// ones at two.
 constexpr int kVecWgradAcrossPixels = 256;
 constexpr int kVecWgradAcrossPoints = 32;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
