@@ -60,6 +60,7 @@ constexpr int kVecWgradWideBlocks = 2;
 // ones at two.
 constexpr int kVecWgradAcrossPixels = 256;
 constexpr int kVecWgradAcrossPoints = 32;
+constexpr int kVecWgradAcrossSides[] = {32, 28, 24, 21, 16, 14, 12, 8};  // tile sides tried (even splits)
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 // Window gathers on planes that one block covers: up to this many images per block, so that the
 // plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).

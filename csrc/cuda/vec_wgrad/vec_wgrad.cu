@@ -56,23 +56,32 @@ auto across_kernel() {
 }
 
 // The points across the slots (vec_wgrad_across_kernel) on planes of more than 128 pixels (smaller
-// ones take the grouped kernel): among the plane's even splits into tiles of up to 32 x 32 whose
-// shared memory at the largest halo of any angle (clipped to the plane) leaves three blocks per SM
-// on tiles of up to kVecWgradAcrossPixels pixels, else two, the one that stages the fewest pixels
-// per output. The plan, or false where none fits.
+// ones take the grouped kernel): among the plane's even splits into tiles of about
+// kVecWgradAcrossSides a side whose shared memory at the largest halo of any angle (clipped to the
+// plane) leaves three blocks per SM on tiles of up to kVecWgradAcrossPixels pixels, else two, the
+// one that stages the fewest pixels per output. The plan, or false where none fits.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   if (int64_t(g.H) * g.W <= 128) return false;
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
+  // The dynamic shared memory a block may take at three and at two blocks per SM.
+  const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>());
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  auto per_block = [&](int blocks) {
+    return int64_t(prop->sharedMemPerMultiprocessor) / blocks - int64_t(prop->reservedSharedMemPerBlock) -
+           lim.static_smem;
+  };
+  const int64_t three = std::min(per_block(3), lim.max_dynamic_smem);
+  const int64_t two = std::min(per_block(2), lim.max_dynamic_smem);
   double best = 0.0;
   int TH = 0, TW = 0;
-  for (int a = ceil_div(g.H, kVecStartTile); a <= ceil_div(g.H, kFastMinTile); ++a) {
-    const int th = ceil_div(g.H, a);
-    for (int b = ceil_div(g.W, kVecStartTile); b <= ceil_div(g.W, kFastMinTile); ++b) {
-      const int tw = ceil_div(g.W, b);
-      const int need = int64_t(th) * tw <= kVecWgradAcrossPixels ? 3 : 2;
-      if (blocks_by_smem(across_kernel<scalar_t>(), vec_wgrad_across_bytes<scalar_t>(th, tw, ph, pw)) < need) continue;
+  for (const int sh : kVecWgradAcrossSides) {
+    const int th = ceil_div(g.H, ceil_div(g.H, std::min(sh, g.H)));
+    for (const int sw : kVecWgradAcrossSides) {
+      const int tw = ceil_div(g.W, ceil_div(g.W, std::min(sw, g.W)));
+      const int64_t bytes = vec_wgrad_across_bytes<scalar_t>(th, tw, ph, pw);
+      if (bytes > (int64_t(th) * tw <= kVecWgradAcrossPixels ? three : two)) continue;
       const double staged = double(th + 2 * ph) * (tw + 2 * pw) / (double(th) * tw);
       if (TH == 0 || staged < best) {
         best = staged;
