@@ -37,12 +37,13 @@ CASES = [
     (16, 288, 33, 33, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather: grown regions, the blocks' full share
     (16, 64, 225, 223, 15, 2, torch.float16, 'channels_last'),  # s2_gather: grown tiles
     (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)
-    (2, 40, 56, 56, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: the points across the slots, tiles
-    (2, 20, 64, 64, 31, 1, torch.float32, 'channels_last'),   # ... in float32, C not a multiple of the block
+    (2, 40, 56, 56, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: 13 outputs per thread (28 x 28 tiles)
+    (2, 20, 64, 64, 31, 1, torch.float32, 'channels_last'),   # vec_wgrad: 16 outputs per thread (32 x 32 tiles)
     (2, 48, 10, 10, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: four groups of warps share the points
     (2, 40, 7, 7, 15, 1, torch.float32, 'channels_last'),     # vec_wgrad: eight groups of warps
     (2, 48, 14, 14, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: the points across the slots
-    (3, 40, 14, 13, 63, 1, torch.float16, 'channels_last'),   # ... two slices, lanes whose channels differ
+    (3, 40, 14, 13, 63, 1, torch.float16, 'channels_last'),   # ... two slices, element staging
+    (2, 32, 20, 20, 15, 1, torch.float32, 'channels_last'),   # ... slices of 16 points, two blocks per SM
     (17, 3072, 7, 7, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather: lines clipped, three images a block
     (2, 64, 13, 13, 31, 2, torch.bfloat16, 'channels_last'),  # win_gather_classes: lines clipped to a 7 x 7 dy
     (40, 1536, 14, 14, 15, 1, torch.float16, 'channels_last'),  # win_gather: groups of images, two buffers

@@ -177,16 +177,16 @@ ANCHORS = [
     Case(23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 54),
     Case(40, 1536, 14, 14, 15, 1, torch.float16, 'channels_last', False, 'trunc', 56),
     Case(64, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
-    # The weight gradient with the points across the pixel slots: on planes of 129 to 256 pixels, C not
-    # a multiple of the channel block, two slices of 32 points (K=63) with arbitrary angles (lanes
-    # whose channels differ), 16 x 16 with learned angles, K=7; on larger planes in tiles, float32 with
-    # C not a multiple of the channel block, and uneven tiles of an odd-sized plane.
+    # The weight gradient with the points across the pixel slots, on planes of more than 128 pixels
+    # that one block covers: C not a multiple of the channel block (dy and x staged element by element),
+    # two slices of 32 points (K=63) with arbitrary angles (lanes whose channels differ), slices of 16
+    # points (K=15) and of 8 (K=7), planes at the two-block share (28 x 28 at K=15, 20 x 20 at K=31).
     Case(3, 100, 14, 13, 31, 1, torch.float16, 'channels_last', False, 'trunc', 57),
     Case(2, 24, 12, 12, 63, 1, torch.float32, 'channels_last', True, 'trunc', 58),
     Case(4, 48, 16, 16, 15, 1, torch.bfloat16, 'channels_last', False, 'floor', 59),
     Case(2, 64, 11, 17, 7, 1, torch.bfloat16, 'channels_last', True, 'trunc', 60),
     Case(3, 100, 28, 28, 15, 1, torch.float32, 'channels_last', False, 'trunc', 61),
-    Case(2, 48, 37, 45, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 62),
+    Case(2, 40, 20, 20, 31, 1, torch.float16, 'channels_last', True, 'trunc', 62),
     # Learnable angles: both interpolations in both layouts, the ++ 4C tensor, strides 2 and 3,
     # and float64 with a long kernel (channels_last through NCHW copies).
     Case(2, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 16),

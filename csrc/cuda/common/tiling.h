@@ -53,14 +53,11 @@ constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;
-// Planes of more than 128 pixels (smaller ones: the grouped kernel) instead take the points across
-// the pixel slots (vec_wgrad_across_kernel): kVecWgradAcrossPoints points a block, four passes of a
-// warp's eight slots, each summed over the warp's share of the tile's outputs, so that no per-point
-// sum over the slots runs; tiles of up to kVecWgradAcrossPixels pixels at three blocks per SM, larger
-// ones at two.
-constexpr int kVecWgradAcrossPixels = 256;
-constexpr int kVecWgradAcrossPoints = 32;
-constexpr int kVecWgradAcrossSides[] = {32, 28, 24, 21, 16, 14, 12, 8};  // tile sides tried (even splits)
+// Planes of more than 128 pixels (smaller ones: the grouped kernel) that one block covers instead take
+// the points across the pixel slots (vec_wgrad_across_kernel): a block's slice of points is one, two
+// or four passes of a warp's eight slots, each summed over the warp's share of the plane's outputs,
+// so that no per-point sum over the slots runs.
+constexpr int kVecWgradAcrossPoints[] = {8, 16, 32};
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 // Window gathers on planes that one block covers: up to this many images per block, so that the
 // plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).

@@ -50,62 +50,46 @@ auto vec_wgrad_kernel(int outputs, int classes, int groups = 1) {
                                : vec_wgrad_nhwc_kernel<scalar_t, kVecRLarge, 2, false>;
 }
 
+// The instance of vec_wgrad_across_kernel of `points` points a block (kVecWgradAcrossPoints).
 template <typename scalar_t>
-auto across_kernel() {
-  return vec_wgrad_across_kernel<scalar_t, kVecWgradAcrossPoints / 8>;
+auto across_kernel(int points) {
+  return points == 8    ? vec_wgrad_across_kernel<scalar_t, 1>
+         : points == 16 ? vec_wgrad_across_kernel<scalar_t, 2>
+                        : vec_wgrad_across_kernel<scalar_t, 4>;
 }
 
 // The points across the slots (vec_wgrad_across_kernel) on planes of more than 128 pixels (smaller
-// ones take the grouped kernel): among the plane's even splits into tiles of about
-// kVecWgradAcrossSides a side whose shared memory at the largest halo of any angle (clipped to the
-// plane) leaves three blocks per SM on tiles of up to kVecWgradAcrossPixels pixels, else two, the
-// one that stages the fewest pixels per output. The plan, or false where none fits.
+// ones take the grouped kernel) that one block covers, at the largest halo of any angle clipped to
+// the plane, within the share of two blocks per SM; slices of the fewest of kVecWgradAcrossPoints
+// points that hold the rows. The plan, or false where the plane does not fit.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   if (int64_t(g.H) * g.W <= 128) return false;
+  int points = 0;
+  for (const int q : kVecWgradAcrossPoints) points = points == 0 && rows <= q ? q : points;
+  if (points == 0) points = kVecWgradAcrossPoints[std::size(kVecWgradAcrossPoints) - 1];
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
-  // The dynamic shared memory a block may take at three and at two blocks per SM.
-  const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>());
+  const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>(points));
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  auto per_block = [&](int blocks) {
-    return int64_t(prop->sharedMemPerMultiprocessor) / blocks - int64_t(prop->reservedSharedMemPerBlock) -
-           lim.static_smem;
-  };
-  const int64_t three = std::min(per_block(3), lim.max_dynamic_smem);
-  const int64_t two = std::min(per_block(2), lim.max_dynamic_smem);
-  double best = 0.0;
-  int TH = 0, TW = 0;
-  for (const int sh : kVecWgradAcrossSides) {
-    const int th = ceil_div(g.H, ceil_div(g.H, std::min(sh, g.H)));
-    for (const int sw : kVecWgradAcrossSides) {
-      const int tw = ceil_div(g.W, ceil_div(g.W, std::min(sw, g.W)));
-      const int64_t bytes = vec_wgrad_across_bytes<scalar_t>(th, tw, ph, pw);
-      if (bytes > (int64_t(th) * tw <= kVecWgradAcrossPixels ? three : two)) continue;
-      const double staged = double(th + 2 * ph) * (tw + 2 * pw) / (double(th) * tw);
-      if (TH == 0 || staged < best) {
-        best = staged;
-        TH = th;
-        TW = tw;
-      }
-    }
-  }
-  if (TH == 0) return false;
-  set_even_tiles(g, TH, TW);
-  const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.TH, g.TW, ph, pw);
+  const int64_t share = std::min(int64_t(prop->sharedMemPerMultiprocessor) / 2 -
+                                     int64_t(prop->reservedSharedMemPerBlock) - lim.static_smem,
+                                 lim.max_dynamic_smem);
+  const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, ph, pw, points);
+  if (smem > share) return false;
+  set_even_tiles(g, g.H, g.W);
   const int64_t cgroups = ceil_div(g.C, CB);
-  plan->chunk =
-      wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
-  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
+  plan->chunk = wgrad_chunk(p.N, cgroups, int64_t(g.C) * g.K * int64_t(sizeof(float)), p.x_bytes);
+  plan->parts = ceil_div(p.N, plan->chunk);
   plan->fg = g;
   plan->tile = smem;
   plan->variant = 0;
   plan->groups = 1;
   plan->classes = 1;
-  plan->points = kVecWgradAcrossPoints;
+  plan->points = points;
   plan->across = true;
-  plan->launch = LaunchShape{cgroups * plan->parts, ceil_div(rows, kVecWgradAcrossPoints), kFastThreads, smem};
-  return launch_fits(across_kernel<scalar_t>(), plan->launch);
+  plan->launch = LaunchShape{cgroups * plan->parts, ceil_div(rows, points), kFastThreads, smem};
+  return launch_fits(across_kernel<scalar_t>(points), plan->launch);
 }
 
 }  // namespace
@@ -153,7 +137,7 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel =
-      plan.across ? across_kernel<scalar_t>() : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
+      plan.across ? across_kernel<scalar_t>(plan.points) : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),

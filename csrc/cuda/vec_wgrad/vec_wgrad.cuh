@@ -15,8 +15,8 @@ namespace cuda {
 // Plan of the weight-gradient partial sums (classes: 1 at stride 1, 4 parity classes at stride 2;
 // the plane is dy's), `points` table rows per block: all of them (rows), or at stride 1 a slice
 // (the blocks of the slices of a tile run side by side). `across`: planes of more than 128 pixels
-// may take the points across the pixel slots (tiles of their own, kVecWgradAcrossPoints points a
-// slice), whose partial sums are written for every point of a channel.
+// that one block covers may take the points across the pixel slots (slices of 8, 16 or 32 points),
+// whose partial sums are written for every point of a channel.
 template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across = false);
 

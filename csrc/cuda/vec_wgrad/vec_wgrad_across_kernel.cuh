@@ -9,35 +9,64 @@ namespace mmo1d {
 namespace cuda {
 
 // Bytes of dynamic shared memory of vec_wgrad_across_kernel for output tiles of up to TH x TW whose
-// staged halo is at most (ph, pw) (clipped to the plane), CB channels: the points' offsets, the
-// outputs' offsets, dy in float32, and one region that holds the x tile (pitch one wider than the
-// tile, for its parity) and then the warps' sums.
+// staged halo is at most (ph, pw) (clipped to the plane), CB channels, `points` points a block: the
+// points' offsets, the outputs' offsets, dy in float32, and one region that holds the x tile (pitch
+// one wider than the tile, for its parity) and then the warps' sums.
 template <typename scalar_t>
-int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw) {
+int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw, int points) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   const int64_t nout = int64_t(TH) * TW;
   const int64_t tile = int64_t(TH + 2 * ph) * (TW + 2 * pw + 1) * 32;
-  const int64_t sums = int64_t(kFastThreads / 32) * kVecWgradAcrossPoints * CB * sizeof(float);
-  return align16(sizeof(int) * kVecWgradAcrossPoints * CB) + align16(sizeof(int) * nout) +
-         align16(sizeof(float) * nout * CB) + std::max(tile, sums);
+  const int64_t sums = int64_t(kFastThreads / 32) * points * CB * sizeof(float);
+  return align16(sizeof(int) * points * CB) + align16(sizeof(int) * nout) + align16(sizeof(float) * nout * CB) +
+         std::max(tile, sums);
+}
+
+// dy of the tile's nout outputs (tw a row, from (p0, q0) of a W-wide image) at channels [c0, c0 + CB)
+// into D (float32, CB per output), 16 bytes a thread and step (C % CB == 0, aligned); bsum[k] adds
+// this thread's values of channel (threadIdx.x & 1) * CB / 2 + k (blockDim.x is even).
+template <typename scalar_t>
+__device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const scalar_t* __restrict__ dy, int C, int W,
+                                             int c0, int p0, int q0, int tw, int nout, float (&bsum)[8]) {
+  constexpr int CB = VecTraits<scalar_t>::kCB, E = CB / 2, V = VecTraits<scalar_t>::kV;
+  const int half = threadIdx.x & 1;
+  for (int e = threadIdx.x; e < 2 * nout; e += blockDim.x) {
+    const int o = e >> 1, r = o / tw;
+    const scalar_t* src = dy + (int64_t(p0 + r) * W + q0 + o - r * tw) * C + c0 + half * E;
+    float v[E];
+#pragma unroll
+    for (int u = 0; u < E / V; ++u) {
+      float f[V];
+      load_vec<scalar_t, V>(src + u * V, f);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[u * V + k] = f[k];
+    }
+#pragma unroll
+    for (int u = 0; u < E / 4; ++u) {
+      *reinterpret_cast<float4*>(D + o * CB + half * E + 4 * u) =
+          make_float4(v[4 * u], v[4 * u + 1], v[4 * u + 2], v[4 * u + 3]);
+    }
+#pragma unroll
+    for (int k = 0; k < E; ++k) bsum[k] += v[k];
+  }
 }
 
 // Weight-gradient partial sums of an output tile of g's grid, CB channels, images in chunks of
-// params.io.chunk, kVecWgradAcrossPoints points a block (blockIdx.y: the slice of points
-// [blockIdx.y * that, + that) of tables of g.K rows; the bias gradient rides along with the first
-// slice). Per image the block stages x (its halo clipped to the plane: a point with |dh| >= H or
-// |dw| >= W reads only zero padding, its sum is 0) and the tile's dy converted to float32; warp w
-// takes the tile's outputs w, w + 8, ... and, in each of the PASSES passes, lane slot s the point
-// 8 pass + s: per output one broadcast load of dy for the eight slots, then per pass one load of x
-// and V multiply-adds. At the end the warps' sums are added in warp order (deterministic) into
-// partial[c][part][point], part = tile * chunks + chunk.
+// params.io.chunk, 8 PASSES points a block (blockIdx.y: the slice of points [blockIdx.y * that,
+// + that) of tables of g.K rows; the bias gradient rides along with the first slice). The x tile's
+// halo is clipped to the plane (a point with |dh| >= H or |dw| >= W reads only zero padding, its sum
+// is 0); its part beyond the plane is zeroed once, and per image the block copies the part inside the
+// plane (cp.async) while it converts the tile's dy to float32. Warp w takes the tile's outputs w,
+// w + 8, ... and, in each of the PASSES passes, lane slot s the point 8 pass + s: per output one
+// broadcast load of dy for the eight slots, then per pass one load of x and V multiply-adds. At the
+// end the warps' sums are added in warp order (deterministic) into partial[c][part][point], part =
+// tile * chunks + chunk.
 // The x tile's pitch is odd, or even where the block's lines are diagonal (equal halos), so that the
 // eight slots' pixels of consecutive points along the line fall on distinct 32-byte bank groups (two
 // ways at most).
 template <typename scalar_t, int PASSES>
 __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const VecWgradParams<scalar_t> params) {
-  static_assert(8 * PASSES == kVecWgradAcrossPoints, "eight slots a pass");
-  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, PCAP = kVecWgradAcrossPoints;
+  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, PCAP = 8 * PASSES;
   constexpr int kWarps = kFastThreads / 32;
   const FastGeometry g = params.g;
   const int H = g.H, W = g.W, nmax = g.TH * g.TW;  // the layout's outputs: the largest tile's
@@ -53,7 +82,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   extern __shared__ __align__(16) unsigned char smem[];
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
-  __shared__ float s_bias[kFastThreads];
+  __shared__ float s_bias[kWarps][CB];
   block_channel_summary<V>(tables.npts, tables.halo, tables.same, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = min(max(s_np - j0, 0), PCAP);
@@ -81,6 +110,17 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
     soff[e] = v;
   }
   for (int o = threadIdx.x; o < nout; o += blockDim.x) outx[o] = ((o / tw) * pitch + o % tw) * 32;
+  // The tile's part inside the plane, rows [r0, r1) x columns [s0, s1) of the tile, is copied per
+  // image; the rest is zeroed here, once.
+  const int r0 = max(ph - p0, 0), r1 = min(rows, H - p0 + ph), s0 = max(pw - q0, 0), s1 = min(EW, W - q0 + pw);
+  for (int e = threadIdx.x; e < rows * pitch; e += blockDim.x) {
+    const int i = e / pitch, j = e - i * pitch;
+    if (i < r0 || i >= r1 || j < s0 || j >= s1) {
+      uint4* z = reinterpret_cast<uint4*>(region + e * 32);
+      z[0] = make_uint4(0, 0, 0, 0);
+      z[1] = make_uint4(0, 0, 0, 0);
+    }
+  }
   __syncthreads();
   // This thread's point per pass as a byte offset in the x tile from its output's pixel (its V
   // channels' one where they share their points, else one per channel) and whether it exists: a
@@ -105,19 +145,29 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[pass][k] = 0.0f;
   }
-  float bacc = 0.0f;  // the bias gradient of channel threadIdx.x % CB (blockDim.x is a multiple of CB)
+  // The bias gradient: channels (threadIdx.x & 1) * CB / 2 + k where dy is staged 16 bytes a thread,
+  // else channel threadIdx.x % CB (bsum[0]).
+  float bsum[8] = {};
   const int n_end = part.end_image(params.io.N, params.io.chunk);
   for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
     __syncthreads();  // the previous image's reads of S and D are done
     const int64_t image = int64_t(n) * H * W * g.C;
-    stage_nhwc_tile<scalar_t>(S, params.io.x + image, g.C, H, W, c0, p0 - ph, q0 - pw, rows, EW, params.vec_ok, pitch,
-                              W, 1);
-    for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
-      const int o = e / CB, ch = c0 + (e - o * CB);
-      const int64_t pix = int64_t(p0 + o / tw) * W + q0 + o % tw;
-      const float v = ch < g.C ? static_cast<float>(params.io.dy[image + pix * g.C + ch]) : 0.0f;
-      D[e] = v;
-      bacc += v;
+    scalar_t* inside = S + (r0 * pitch + s0) * CB;
+    if (params.vec_ok) {
+      issue_nhwc_tile<scalar_t>(inside, params.io.x + image, g.C, H, W, c0, p0 - ph + r0, q0 - pw + s0, r1 - r0,
+                                s1 - s0, pitch, W, 1);
+      stage_dy_vec<scalar_t>(D, params.io.dy + image, g.C, W, c0, p0, q0, tw, nout, bsum);
+      cp_async_wait_all();
+    } else {
+      stage_nhwc_tile<scalar_t>(inside, params.io.x + image, g.C, H, W, c0, p0 - ph + r0, q0 - pw + s0, r1 - r0,
+                                s1 - s0, false, pitch, W, 1);
+      for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
+        const int o = e / CB, ch = c0 + (e - o * CB);
+        const int64_t pix = int64_t(p0 + o / tw) * W + q0 + o % tw;
+        const float v = ch < g.C ? static_cast<float>(params.io.dy[image + pix * g.C + ch]) : 0.0f;
+        D[e] = v;
+        bsum[0] += v;
+      }
     }
     __syncthreads();
     const unsigned char* Sb = reinterpret_cast<const unsigned char*>(S);
@@ -150,6 +200,21 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
       }
     }
   }
+  // Each warp's bias sums: lanes of one parity hold the same channels (16-byte staging), lanes
+  // l, l + CB, ... the same channel (element staging); lane 0/1 (lanes < CB) keep the warp's.
+  if (params.vec_ok) {
+#pragma unroll
+    for (int k = 0; k < CB / 2; ++k) {
+      for (int m = 2; m < 32; m *= 2) bsum[k] += __shfl_xor_sync(0xffffffffu, bsum[k], m);
+    }
+    if (lane < 2) {
+#pragma unroll
+      for (int k = 0; k < CB / 2; ++k) s_bias[warp][lane * (CB / 2) + k] = bsum[k];
+    }
+  } else {
+    for (int m = CB; m < 32; m *= 2) bsum[0] += __shfl_xor_sync(0xffffffffu, bsum[0], m);
+    if (lane < CB) s_bias[warp][lane] = bsum[0];
+  }
   __syncthreads();  // every read of S is done: its region takes the warps' sums
   float* red = reinterpret_cast<float*>(region);  // [warp][point][channel]
 #pragma unroll
@@ -160,7 +225,6 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
       red[(warp * PCAP + pass * 8 + slot) * CB + kq + k] = has ? acc[pass][k] : 0.0f;
     }
   }
-  s_bias[threadIdx.x] = bacc;
   __syncthreads();
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
@@ -171,7 +235,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
     float v = 0.0f;
-    for (int t = threadIdx.x; t < kFastThreads; t += CB) v += s_bias[t];
+    for (int w = 0; w < kWarps; ++w) v += s_bias[w][threadIdx.x];
     params.bpartial[part.row(c0 + threadIdx.x)] = v;
   }
 }
