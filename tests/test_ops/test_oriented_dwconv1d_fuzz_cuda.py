@@ -180,7 +180,8 @@ ANCHORS = [
     # The weight gradient with the points across the pixel slots, on planes of more than 128 pixels
     # that one block covers: C not a multiple of the channel block (dy and x staged element by element),
     # two slices of 32 points (K=63) with arbitrary angles (lanes whose channels differ), slices of 16
-    # points (K=15) and of 8 (K=7), planes at the two-block share (28 x 28 at K=15, 20 x 20 at K=31).
+    # points (K=15) and of 8 (K=7), a plane at the two-block share (20 x 20 at K=31); 28 x 28 at K=15
+    # stays with the slot kernel.
     Case(3, 100, 14, 13, 31, 1, torch.float16, 'channels_last', False, 'trunc', 57),
     Case(2, 24, 12, 12, 63, 1, torch.float32, 'channels_last', True, 'trunc', 58),
     Case(4, 48, 16, 16, 15, 1, torch.bfloat16, 'channels_last', False, 'floor', 59),

@@ -61,7 +61,8 @@ auto across_kernel(int points) {
 // The points across the slots (vec_wgrad_across_kernel) on planes of more than 128 pixels (smaller
 // ones take the grouped kernel) that one block covers, at the largest halo of any angle clipped to
 // the plane, within the share of two blocks per SM; slices of the fewest of kVecWgradAcrossPoints
-// points that hold the rows. The plan, or false where the plane does not fit.
+// points that hold the rows; planes of more than kVecWgradAcrossPixels pixels only in slices of 32.
+// The plan, or false where the plane does not fit.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
@@ -69,6 +70,7 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   int points = 0;
   for (const int q : kVecWgradAcrossPoints) points = points == 0 && rows <= q ? q : points;
   if (points == 0) points = kVecWgradAcrossPoints[std::size(kVecWgradAcrossPoints) - 1];
+  if (int64_t(g.H) * g.W > kVecWgradAcrossPixels && points < 32) return false;
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
   const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>(points));
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
