@@ -73,6 +73,8 @@ CASES = [
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
     (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
     (2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: groups of warps
+    (2, 48, 14, 14, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: points across slots
+    (2, 40, 16, 13, 15, 1, torch.float16, 'channels_last', 'gaussian', 'arbitrary'),  # ... lanes' own points
 ]
 
 

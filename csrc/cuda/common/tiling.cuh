@@ -249,6 +249,15 @@ int64_t win_tile_bytes(int th, int tw, int ph, int pw, int mh, int mw) {
                   bytes(seg_tile_rows<OUTPUTS>(OUTPUTS, mh), seg_tile_cols<OUTPUTS>(OUTPUTS, mw)));
 }
 
+// The largest count from `start` down to 1 at which blocks of `unit` x count images (blocks_per_image
+// blocks an image) keep kWinBlocksPerSM blocks per multiprocessor in the grid (`start` if below 1).
+inline int64_t win_count_keeping_grid(int64_t start, int64_t N, int64_t unit, int64_t blocks_per_image) {
+  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
+  int64_t m = start;
+  while (m > 1 && ceil_div(N, unit * m) * blocks_per_image < min_blocks) --m;
+  return m;
+}
+
 // Images per window-gather block on a plane that one block covers (g.tiles == 1): enough for the
 // plane's tasks along its rows or its columns (the fewer) to fill the block's pixel slots, up to
 // kWinMaxImages and the batch of N, while the grid (blocks_per_image per image) keeps
@@ -258,20 +267,15 @@ template <typename scalar_t>
 int win_images(const FastGeometry& g, int64_t N, int64_t blocks_per_image, int64_t image_bytes, int64_t budget) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
   const int64_t tasks = std::min(int64_t(g.H) * ceil_div(g.W, OUTPUTS), int64_t(g.W) * ceil_div(g.H, OUTPUTS));
-  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
   const int64_t fill = std::max<int64_t>(kFastThreads / 4 / tasks, 1);  // images whose tasks fill the slots
-  int64_t m = std::min<int64_t>({fill, kWinMaxImages, N, budget / image_bytes});
-  while (m > 1 && ceil_div(N, m) * blocks_per_image < min_blocks) --m;
-  return static_cast<int>(m);
+  const int64_t m = std::min<int64_t>({fill, kWinMaxImages, N, budget / image_bytes});
+  return static_cast<int>(win_count_keeping_grid(m, N, 1, blocks_per_image));
 }
 
 // Groups of `images` images that such a block takes one after the other: up to kWinMaxGroups, while
 // the grid keeps kWinBlocksPerSM blocks per multiprocessor.
 inline int win_image_groups(int64_t N, int images, int64_t blocks_per_image) {
-  const int64_t min_blocks = device_blocks(kWinBlocksPerSM);
-  int groups = kWinMaxGroups;
-  while (groups > 1 && ceil_div(N, int64_t(images) * groups) * blocks_per_image < min_blocks) --groups;
-  return groups;
+  return static_cast<int>(win_count_keeping_grid(kWinMaxGroups, N, images, blocks_per_image));
 }
 
 // The window gather's tables: the segments of each of the CB channels (one_list: of one channel)

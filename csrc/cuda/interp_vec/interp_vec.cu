@@ -28,7 +28,9 @@ namespace cuda {
 constexpr int kInterpWgradPoints = 64;
 
 // Domain: interpolated taps, channels_last, stride 1, float32/float16/bfloat16, any C and K whose
-// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output).
+// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output). The
+// weight gradient of planes that one block covers puts the points across the pixel slots, in slices
+// of 32 points (plan_vec_wgrad).
 template <typename scalar_t>
 bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   if (!p.nhwc || p.stride != 1) return false;
@@ -36,7 +38,7 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad";
-    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan);
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
   }
   plan->path = "interp_vec";
   return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);

@@ -58,6 +58,19 @@ auto across_kernel(int points) {
                         : vec_wgrad_across_kernel<scalar_t, 4>;
 }
 
+// The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);
+// returns the blocks along the grid's x: the blocks of channels times the parts.
+template <typename scalar_t>
+int64_t plan_wgrad_parts(const Problem& p, const FastGeometry& g, int classes, Plan* plan) {
+  const int64_t cgroups = ceil_div(g.C, VecTraits<scalar_t>::kCB);
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
+                            int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
+  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
+  plan->fg = g;
+  plan->classes = classes;
+  return cgroups * plan->parts;
+}
+
 // The points across the slots (vec_wgrad_across_kernel) on planes of more than 128 pixels (smaller
 // ones take the grouped kernel) that one block covers, at the largest halo of any angle clipped to
 // the plane, within the share of two blocks per SM; slices of the fewest of kVecWgradAcrossPoints
@@ -65,11 +78,14 @@ auto across_kernel(int points) {
 // The plan, or false where the plane does not fit.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
   if (int64_t(g.H) * g.W <= 128) return false;
-  int points = 0;
-  for (const int q : kVecWgradAcrossPoints) points = points == 0 && rows <= q ? q : points;
-  if (points == 0) points = kVecWgradAcrossPoints[std::size(kVecWgradAcrossPoints) - 1];
+  int points = kVecWgradAcrossPoints[std::size(kVecWgradAcrossPoints) - 1];
+  for (const int q : kVecWgradAcrossPoints) {
+    if (rows <= q) {
+      points = q;
+      break;
+    }
+  }
   if (int64_t(g.H) * g.W > kVecWgradAcrossPixels && points < 32) return false;
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
   const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>(points));
@@ -80,17 +96,13 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, ph, pw, points);
   if (smem > share) return false;
   set_even_tiles(g, g.H, g.W);
-  const int64_t cgroups = ceil_div(g.C, CB);
-  plan->chunk = wgrad_chunk(p.N, cgroups, int64_t(g.C) * g.K * int64_t(sizeof(float)), p.x_bytes);
-  plan->parts = ceil_div(p.N, plan->chunk);
-  plan->fg = g;
+  const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, 1, plan);
   plan->tile = smem;
   plan->variant = 0;
   plan->groups = 1;
-  plan->classes = 1;
   plan->points = points;
   plan->across = true;
-  plan->launch = LaunchShape{cgroups * plan->parts, ceil_div(rows, points), kFastThreads, smem};
+  plan->launch = LaunchShape{blocks, ceil_div(rows, points), kFastThreads, smem};
   return launch_fits(across_kernel<scalar_t>(points), plan->launch);
 }
 
@@ -98,7 +110,6 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
 
 template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
   FastGeometry g = output_geometry(p, rows);
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
@@ -111,11 +122,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->across = false;
   if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
-  const int64_t cgroups = ceil_div(g.C, CB);
-  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
-                            int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
-  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
-  plan->fg = g;
+  const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, classes, plan);
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
   // More than kVecRLarge outputs per thread bind the kernel to kVecWgradWideBlocks blocks per SM: only
   // where the tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three, kept).
@@ -124,10 +131,9 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   const VecWgradShape shape = classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1};
   plan->variant = shape.outputs;
   plan->groups = shape.groups;
-  plan->classes = classes;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
-  plan->launch = LaunchShape{cgroups * g.tiles * ceil_div(p.N, plan->chunk), grid_y, kFastThreads, fixed + plan->tile};
+  plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
 
