@@ -177,6 +177,11 @@ ANCHORS = [
     Case(23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 54),
     Case(40, 1536, 14, 14, 15, 1, torch.float16, 'channels_last', False, 'trunc', 56),
     Case(64, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
+    # Diagonal lines in pieces of the plane's whole diagonals (one round of the block's slots): two
+    # 9 x 9 images a group (the pieces of the first read into the second's rows), 14 x 15 (the last
+    # pieces read the row staged below the group).
+    Case(24, 1536, 9, 9, 31, 1, torch.bfloat16, 'channels_last', False, 'trunc', 65),
+    Case(22, 1536, 14, 15, 15, 1, torch.float16, 'channels_last', True, 'floor', 66),
     # The weight gradient with the points across the pixel slots, on planes of more than 128 pixels
     # that one block covers: C not a multiple of the channel block (dy and x staged element by element),
     # two slices of 32 points (K=63) with arbitrary angles (lanes whose channels differ), slices of 16

@@ -122,6 +122,32 @@ __device__ __forceinline__ void seg_task(int mode, int k, int th, int tw, int* p
   }
 }
 
+// Diagonal tasks cut into pieces of OUTPUTS outputs along the tile's whole diagonals (instead of
+// seg_task's bands of OUTPUTS rows, whose runs start outside the tile): piece j of the diagonal
+// q - p = d starts OUTPUTS j outputs after its first, and the diagonals longer than m = OUTPUTS j,
+// m - th < d < tw - m, have one, th + tw - 1 - 2 m of them. Mode 2 takes (p, q) + r (1, 1), mode 3
+// the mirror image, q -> tw - 1 - q. A piece ends up to OUTPUTS - 1 outputs past its diagonal's last,
+// below the tile's last row or right of its last column (computed, not stored).
+template <int OUTPUTS>
+__host__ __device__ __forceinline__ int diag_npieces(int th, int tw) {
+  int n = 0;
+  for (int m = 0; m < th && m < tw; m += OUTPUTS) n += th + tw - 1 - 2 * m;
+  return n;
+}
+
+template <int OUTPUTS>
+__device__ __forceinline__ void diag_piece(int mode, int k, int th, int tw, int* p, int* q) {
+  int m = 0;
+  for (int count = th + tw - 1; k >= count; count -= 2 * OUTPUTS) {
+    k -= count;
+    m += OUTPUTS;
+  }
+  const int d = m - th + 1 + k;
+  *p = max(0, -d) + m;
+  const int qd = max(0, d) + m;
+  *q = mode == 2 ? qd : tw - 1 - qd;
+}
+
 // Eight consecutive elements <-> floats, as 16-byte accesses (the address must be 8-element and
 // 16-byte aligned); the row tasks of the NCHW fast path hold kSegR = 8 outputs.
 

@@ -192,24 +192,32 @@ struct GlobalSegs {
 // pixel, stw | 1 pixels per row), one class of the stride-2 forward at a time. A lane adds its
 // CHANNELS channels with one vector access; the odd row pitch puts the eight pixel slots of a warp
 // on different banks whether they take neighbouring rows or columns.
+// pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
+// their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
                                           int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
-                                          float* __restrict__ accs = nullptr, int images = 1, int image_pixels = 0) {
+                                          float* __restrict__ accs = nullptr, int images = 1, int image_pixels = 0,
+                                          bool pieces = false) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
   const int axis_step = ui * pitch + uj;
-  const int ntasks = seg_ntasks<OUTPUTS>(mode, sth, stw);
+  const bool cut = pieces && mode >= 2;
+  const int ntasks = cut ? diag_npieces<OUTPUTS>(sth, stw) : seg_ntasks<OUTPUTS>(mode, sth, stw);
   const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
   for (int t = slot; t < ntasks * images; t += slots) {
     int p, q, m = 0;
     if (images > 1) m = t / ntasks;
-    seg_task<OUTPUTS>(mode, t - m * ntasks, sth, stw, &p, &q);
+    if (cut) {
+      diag_piece<OUTPUTS>(mode, t - m * ntasks, sth, stw, &p, &q);
+    } else {
+      seg_task<OUTPUTS>(mode, t - m * ntasks, sth, stw, &p, &q);
+    }
     const int b0 = m * image_pixels + (p + ph) * pitch + q + pw + (OUTPUTS - 1);
     float acc[OUTPUTS][CHANNELS];
 #pragma unroll
@@ -405,7 +413,15 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     // block's halo, the next group's copies are in flight while a group computes.
     const int rows = seg_tile_rows<OUTPUTS>(th, ph), image_pixels = rows * pitch;
     const int per_group = params.images, groups = (images + per_group - 1) / per_group;
-    const int group_elems = per_group * image_pixels * CB;
+    // Diagonal lines in pieces of the plane's whole diagonals where that takes one round of the
+    // block's slots instead of two (14 x 14: 60 tasks instead of 68), the group's region followed by
+    // the rows that its last image's last pieces read below it.
+    const int extra = max(th + OUTPUTS - 1 - round_up(th, OUTPUTS), 0) * pitch;
+    const bool diag = __any_sync(0xffffffffu, s_mode[lane % CB] >= 2);  // a channel with diagonal lines
+    const bool pieces = diag && diag_npieces<OUTPUTS>(th, tw) * per_group <= slots &&
+                        seg_ntasks<OUTPUTS>(2, th, tw) * per_group > slots &&
+                        int64_t(per_group * image_pixels + extra) * CB * sizeof(scalar_t) <= params.tile_bytes;
+    const int group_elems = (per_group * image_pixels + (pieces ? extra : 0)) * CB;
     const bool two = groups > 1 && int64_t(2) * group_elems * sizeof(scalar_t) <= params.tile_bytes;
     auto stage = [&](int grp) {
       const int m0 = grp * per_group, count = min(per_group, images - m0);
@@ -431,7 +447,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
         win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(buf, gop, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
                                                               bias_k, th, tw, 0, 0, ph, pw, pitch, OH, OW, oa, ob, g.C,
-                                                              slot, slots, nullptr, count, image_pixels);
+                                                              slot, slots, nullptr, count, image_pixels, pieces);
       });
       if (grp + 1 < groups) {
         __syncthreads();  // the group's reads done before its buffer is staged again
