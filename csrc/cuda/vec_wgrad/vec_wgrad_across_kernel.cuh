@@ -8,18 +8,27 @@
 namespace mmo1d {
 namespace cuda {
 
-// Bytes of dynamic shared memory of vec_wgrad_across_kernel for output tiles of up to TH x TW whose
-// staged halo is at most (ph, pw) (clipped to the plane), CB channels, `points` points a block: the
-// points' offsets, the outputs' offsets, dy in float32, and one region that holds the x tile (pitch
-// one wider than the tile, for its parity) and then the warps' sums.
+// Where vec_wgrad_across_kernel's dynamic shared memory holds, for `points` points a block, CB
+// channels and up to nout outputs a tile: the points' offsets (from byte 0), the outputs' offsets,
+// dy in float32, and one region that holds the x tile and then the warps' sums (byte offsets).
+struct AcrossLayout {
+  int64_t outx, dy, region;
+};
+
+__host__ __device__ __forceinline__ AcrossLayout across_layout(int points, int CB, int64_t nout) {
+  const int64_t outx = align16(sizeof(int) * points * CB);
+  const int64_t dy = outx + int64_t(align16(sizeof(int) * nout));
+  return AcrossLayout{outx, dy, dy + int64_t(align16(sizeof(float) * nout * CB))};
+}
+
+// Bytes of that memory for output tiles of up to TH x TW whose staged halo is at most (ph, pw)
+// (clipped to the plane): the x tile's pitch is one wider than the tile, for its parity.
 template <typename scalar_t>
 int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw, int points) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  const int64_t nout = int64_t(TH) * TW;
   const int64_t tile = int64_t(TH + 2 * ph) * (TW + 2 * pw + 1) * 32;
   const int64_t sums = int64_t(kFastThreads / 32) * points * CB * sizeof(float);
-  return align16(sizeof(int) * points * CB) + align16(sizeof(int) * nout) + align16(sizeof(float) * nout * CB) +
-         std::max(tile, sums);
+  return across_layout(points, CB, int64_t(TH) * TW).region + std::max(tile, sums);
 }
 
 // dy of the tile's nout outputs (tw a row, from (p0, q0) of a W-wide image) at channels [c0, c0 + CB)
@@ -92,11 +101,11 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   const int EW = tw + 2 * pw, rows = th + 2 * ph;
   const bool diagonal = s_ph == s_pw && s_ph > 0;
   const int pitch = EW + ((EW & 1) == (diagonal ? 1 : 0) ? 1 : 0);  // odd, or even for diagonal lines
+  const AcrossLayout layout = across_layout(PCAP, CB, nmax);
   int* soff = reinterpret_cast<int*>(smem);
-  int* outx = reinterpret_cast<int*>(smem + align16(sizeof(int) * PCAP * CB));
-  float* D = reinterpret_cast<float*>(smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nmax));
-  unsigned char* region =
-      smem + align16(sizeof(int) * PCAP * CB) + align16(sizeof(int) * nmax) + align16(sizeof(float) * nmax * CB);
+  int* outx = reinterpret_cast<int*>(smem + layout.outx);
+  float* D = reinterpret_cast<float*>(smem + layout.dy);
+  unsigned char* region = smem + layout.region;
   scalar_t* S = reinterpret_cast<scalar_t*>(region);
   // soff[point][channel]: the point's pixel offset in the x tile from its output's, or -1 where the
   // channel has no such point or it lies beyond the plane.
@@ -171,7 +180,9 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
     }
     __syncthreads();
     const unsigned char* Sb = reinterpret_cast<const unsigned char*>(S);
-    if (uniform) {
+    // Per output one broadcast load of dy, then per pass this thread's point's x (load_x) and V
+    // multiply-adds.
+    auto accumulate = [&](auto load_x) {
       for (int o = warp; o < nout; o += kWarps) {
         float dv[V];
         load_floats<V>(D + o * CB + kq, dv);
@@ -179,25 +190,22 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
 #pragma unroll
         for (int pass = 0; pass < PASSES; ++pass) {
           float xv[V];
-          load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(px + xb[pass][0]), xv);
+          load_x(px, pass, xv);
 #pragma unroll
           for (int k = 0; k < V; ++k) acc[pass][k] += dv[k] * xv[k];
         }
       }
+    };
+    if (uniform) {
+      accumulate([&](const unsigned char* px, int pass, float(&xv)[V]) {
+        load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(px + xb[pass][0]), xv);
+      });
     } else {
       // The quarter's channels straddle two angle groups: a load per channel.
-      for (int o = warp; o < nout; o += kWarps) {
-        float dv[V];
-        load_floats<V>(D + o * CB + kq, dv);
-        const unsigned char* px = Sb + outx[o];
+      accumulate([&](const unsigned char* px, int pass, float(&xv)[V]) {
 #pragma unroll
-        for (int pass = 0; pass < PASSES; ++pass) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            acc[pass][k] += dv[k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(px + xb[pass][k]));
-          }
-        }
-      }
+        for (int k = 0; k < V; ++k) xv[k] = static_cast<float>(*reinterpret_cast<const scalar_t*>(px + xb[pass][k]));
+      });
     }
   }
   // Each warp's bias sums: lanes of one parity hold the same channels (16-byte staging), lanes
