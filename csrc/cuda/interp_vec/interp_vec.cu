@@ -27,10 +27,16 @@ namespace cuda {
 // moved by up to 0.05 rad), 64: 1.96 / 1.89, 48: 1.97 / 1.90, 96: 2.67 / 2.50, 124: 4.06 / 2.50.
 constexpr int kInterpWgradPoints = 64;
 
+// The weight gradient puts the points across the pixel slots (slices of 32 points) where
+// plan_vec_wgrad takes them (planes of more than 128 pixels that one block covers): on planes of up to
+// kInterpAcrossPixels pixels, and on larger ones for tables of more than kInterpAcrossRows points.
+// On an H200 (64 x 768, 8 directions, bf16 and fp16) across / grouped: 12 x 12 0.41-0.58, 14 x 14
+// 0.55-0.95, 16 x 16 K=31 and gaussian K=15 0.65-0.81, but 16 x 16 bilinear K=15 (60 points) 1.08-1.14.
+constexpr int64_t kInterpAcrossPixels = 196;
+constexpr int kInterpAcrossRows = 64;
+
 // Domain: interpolated taps, channels_last, stride 1, float32/float16/bfloat16, any C and K whose
-// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output). The
-// weight gradient of planes that one block covers puts the points across the pixel slots, in slices
-// of 32 points (plan_vec_wgrad).
+// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output).
 template <typename scalar_t>
 bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   if (!p.nhwc || p.stride != 1) return false;
@@ -38,7 +44,8 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad";
-    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, true);
+    const bool across = p.H * p.W <= kInterpAcrossPixels || rows > kInterpAcrossRows;
+    return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, std::min(rows, kInterpWgradPoints), plan, across);
   }
   plan->path = "interp_vec";
   return plan_vec_gather<scalar_t>(p, rows, halo_k, plan);
