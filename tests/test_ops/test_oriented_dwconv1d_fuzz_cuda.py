@@ -212,9 +212,11 @@ ANCHORS = [
     Case(2, 64, 40, 33, 15, 2, torch.bfloat16, 'channels_last', False, 'bilinear', 24),
     # The interpolated weight gradient with the points across the pixel slots (planes that one block
     # covers): the ++ 4C tensor at 14 x 14 (united points, four slices of 32), and C not a multiple of
-    # the channel block (dy and x staged element by element).
+    # the channel block (dy and x staged element by element); above 14 x 14 only tables of more than
+    # 64 points (gaussian K=15: 90), bilinear K=15 (60) there with the grouped slot kernel.
     Case(3, 384, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 63),
     Case(2, 40, 16, 13, 15, 1, torch.float16, 'channels_last', False, 'gaussian', 64),
+    Case(3, 96, 16, 16, 15, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 67),
     # The interpolated NCHW segment paths (seed 26: arbitrary angles; seed 39: learned angles on a
     # plane of two rounds of weight-gradient tasks, walked two at a time in float32).
     Case(2, 24, 37, 33, 31, 1, torch.float32, 'nchw', True, 'gaussian', 25),
