@@ -206,6 +206,12 @@ struct VecWgradShape {
   int outputs, groups;
 };
 
+// Tiles on which one group of the block's 64 slots at kVecRSmall outputs would leave more than half
+// of them idle (up to 128 pixels): the grouped kernel's.
+inline bool vec_wgrad_grouped_tile(int64_t pixels) {
+  return 2 * pixels <= int64_t(kFastThreads / 4) * kVecRSmall;
+}
+
 inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wide) {
   const int64_t pixels = int64_t(g.TH) * g.TW;
   VecWgradShape best{std::end(kVecWgradOutputs)[-1], 1};
@@ -217,7 +223,7 @@ inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wid
   }
   if (best.outputs > kVecRLarge && !wide) best.outputs = kVecRLarge;
   // Groups only where one group would leave more than half of its outputs idle.
-  if (best.outputs != kVecRSmall || 2 * pixels > int64_t(kFastThreads / 4) * kVecRSmall) return best;
+  if (best.outputs != kVecRSmall || !vec_wgrad_grouped_tile(pixels)) return best;
   auto cost = [&](int r, int groups) {
     return ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost;
   };

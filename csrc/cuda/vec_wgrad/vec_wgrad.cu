@@ -78,7 +78,7 @@ int64_t plan_wgrad_parts(const Problem& p, const FastGeometry& g, int classes, P
 // The plan, or false where the plane does not fit.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
-  if (int64_t(g.H) * g.W <= 128) return false;
+  if (vec_wgrad_grouped_tile(int64_t(g.H) * g.W)) return false;
   int points = kVecWgradAcrossPoints[std::size(kVecWgradAcrossPoints) - 1];
   for (const int q : kVecWgradAcrossPoints) {
     if (rows <= q) {
@@ -89,12 +89,8 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   if (int64_t(g.H) * g.W > kVecWgradAcrossPixels && points < 32) return false;
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
   const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>(points));
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  const int64_t share = std::min(int64_t(prop->sharedMemPerMultiprocessor) / 2 -
-                                     int64_t(prop->reservedSharedMemPerBlock) - lim.static_smem,
-                                 lim.max_dynamic_smem);
   const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, ph, pw, points);
-  if (smem > share) return false;
+  if (smem > lim.max_dynamic_smem || blocks_by_smem(lim, smem) < 2) return false;
   set_even_tiles(g, g.H, g.W);
   const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, 1, plan);
   plan->tile = smem;
@@ -111,6 +107,8 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
 template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
   FastGeometry g = output_geometry(p, rows);
+  plan->across = false;
+  if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
   for (const int r : kVecWgradOutputs) hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, classes)));
@@ -119,8 +117,6 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
       hard = std::min(hard, max_dynamic_smem(vec_wgrad_kernel<scalar_t>(r, 1, 2)));
     }
   }
-  plan->across = false;
-  if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   if (!choose_fast_tile(g, kVecStartTile, fixed, kWgradBudget, hard, vec_tile_bytes<scalar_t>, halo_k)) return false;
   const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, classes, plan);
   plan->tile = vec_tile_alloc<scalar_t>(g, halo_k);
@@ -144,8 +140,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
-  auto kernel =
-      plan.across ? across_kernel<scalar_t>(plan.points) : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
+  auto kernel = plan.across ? across_kernel<scalar_t>(plan.points)
+                            : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
   const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
