@@ -410,7 +410,9 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   };
   if constexpr (SMALL) {
     // Groups of params.images planes, each staged whole; with room for two groups' tiles at the
-    // block's halo, the next group's copies are in flight while a group computes.
+    // block's halo, the next group's copies are in flight while a group computes. A buffer's first
+    // group stages its tiles with the zero halo around the planes; the later groups find that halo in
+    // place and copy the planes alone (14 x 14 at K=31: 196 of the 1880 pixels of a tile).
     const int rows = seg_tile_rows<OUTPUTS>(th, ph), image_pixels = rows * pitch;
     const int per_group = params.images, groups = (images + per_group - 1) / per_group;
     // Diagonal lines in pieces of the plane's whole diagonals where that takes one round of the
@@ -426,9 +428,17 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     auto stage = [&](int grp) {
       const int m0 = grp * per_group, count = min(per_group, images - m0);
       scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
+      const bool whole = grp < (two ? 2 : 1);
       for (int m = 0; m < count; ++m) {
-        issue_nhwc_tile<scalar_t>(buf + m * image_pixels * CB, img + int64_t(m0 + m) * g.H * g.W * g.C, g.C, g.H, g.W,
-                                  c0, -ph, -pw - (OUTPUTS - 1), rows, seg_tile_cols<OUTPUTS>(tw, pw), pitch, g.W, 1);
+        const scalar_t* plane = img + int64_t(m0 + m) * g.H * g.W * g.C;
+        scalar_t* tile = buf + m * image_pixels * CB;
+        if (whole) {
+          issue_nhwc_tile<scalar_t>(tile, plane, g.C, g.H, g.W, c0, -ph, -pw - (OUTPUTS - 1), rows,
+                                    seg_tile_cols<OUTPUTS>(tw, pw), pitch, g.W, 1);
+        } else {
+          issue_nhwc_tile<scalar_t>(tile + (ph * pitch + pw + OUTPUTS - 1) * CB, plane, g.C, g.H, g.W, c0, 0, 0, g.H,
+                                    g.W, pitch, g.W, 1);
+        }
       }
       cp_async_commit();
     };
