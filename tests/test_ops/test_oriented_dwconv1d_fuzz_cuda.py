@@ -158,8 +158,9 @@ ANCHORS = [
     Case(8, 1536, 10, 10, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 44),
     Case(16, 768, 7, 7, 15, 1, torch.float16, 'channels_last', False, 'trunc', 45),
     Case(4, 3072, 7, 7, 31, 1, torch.float32, 'channels_last', False, 'trunc', 46),
-    # Several images a block over one staged halo (the later ones copy the plane alone; five a block
-    # here), C not a multiple of the channel block (staged element by element).
+    # Several images a block over one staged halo (the later ones copy the plane alone; here the whole
+    # batch: the partial sums' workspace allows one chunk), C not a multiple of the channel block
+    # (staged element by element).
     Case(24, 1540, 7, 7, 31, 1, torch.float16, 'channels_last', True, 'trunc', 68),
     # ... and the interpolated weight gradient's (seed 47: learned angles, seed 48: arbitrary).
     Case(2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'bilinear', 47),
