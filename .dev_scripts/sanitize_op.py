@@ -146,6 +146,8 @@ RESIDUAL_CASES = [
     ((2, 40, 9, 8), torch.float16, torch.float16, False, False),
     ((2, 18, 7, 5), torch.float32, torch.float16, True, True),
     ((3, 20, 5, 7), torch.float32, torch.float32, False, False),
+    ((2, 2048, 2, 3), torch.float32, torch.bfloat16, True, True),  # several packs a thread
+    ((2, 1030, 3, 3), torch.float32, torch.float16, False, True),
 ]
 
 

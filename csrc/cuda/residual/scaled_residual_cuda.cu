@@ -1,18 +1,21 @@
-// CUDA kernel of mmo1d::scaled_residual (scaled_residual.h): out = shortcut + branch * scale, and the
+// CUDA kernels of mmo1d::scaled_residual (scaled_residual.h): out = shortcut + branch * scale, and the
 // branch's gradient grad * scale, over 4-D tensors in memory order (contiguous or channels_last),
 // V elements a thread at a time with one vector access per tensor where the pointers and the
 // innermost extent allow it. Each element: fmaf(branch, scale, shortcut) in float32, rounded once
 // to the output dtype. ATen's addcmul takes the broadcast scale through its strided kernel with a
-// cast per element.
+// cast per element. The channels_last backward of both gradients: residual_backward_kernels.cuh.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "../../scaled_residual.h"
+#include "residual_backward_kernels.cuh"
 
 namespace mmo1d {
 namespace {
@@ -127,18 +130,74 @@ at::Tensor forward_cuda(const at::Tensor& shortcut, const at::Tensor& branch, co
   return out;
 }
 
+// The branch's and the scale's gradients of channels_last tensors in one pass (residual_backward_cl_kernel
+// and the partial sums' reduction): scale (in float32) and the returned grad_branch and grad_scale.
+std::pair<at::Tensor, at::Tensor> fused_backward_cl(const at::Tensor& grad, const at::Tensor& branch,
+                                                    const at::Tensor& scale, bool want_branch) {
+  const c10::cuda::CUDAGuard guard(branch.device());
+  const int64_t N = branch.size(0), C = branch.size(1), HW = branch.size(2) * branch.size(3);
+  const at::Tensor sc = scale.to(at::kFloat).contiguous();
+  const bool per_image = scale.dim() == 4 && scale.size(0) > 1;
+  at::Tensor grad_branch = want_branch ? at::empty_like(branch) : at::Tensor();
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t want_chunks = std::clamp<int64_t>((int64_t(sms) * 8 + N - 1) / N, 1, HW);
+  const int64_t rows_per_chunk = (HW + want_chunks - 1) / want_chunks;
+  const int64_t chunks = (HW + rows_per_chunk - 1) / rows_per_chunk;
+  at::Tensor partial = at::empty({N, chunks, C}, branch.options().dtype(at::kFloat));
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  dispatch_kernel_dtype(grad.scalar_type(), [&](auto g_v) {
+    dispatch_kernel_dtype(branch.scalar_type(), [&](auto b_v) {
+      using g_t = decltype(g_v);
+      using b_t = decltype(b_v);
+      auto run = [&](auto v_const) {
+        constexpr int V = decltype(v_const)::value;
+        cuda::residual_backward_cl_kernel<g_t, b_t, V>
+            <<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(N)), cuda::kResidualBwdThreads, 0, stream>>>(
+                grad.data_ptr<g_t>(), branch.data_ptr<b_t>(), sc.data_ptr<float>(),
+                want_branch ? grad_branch.data_ptr<b_t>() : nullptr, partial.data_ptr<float>(), static_cast<int>(C),
+                static_cast<int>(HW), static_cast<int>(rows_per_chunk), per_image ? static_cast<int>(C) : 0);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      constexpr int V = 4;
+      if (C % V == 0 && aligned(grad, V * sizeof(g_t)) && aligned(branch, V * sizeof(b_t)) &&
+          aligned(grad_branch, V * sizeof(b_t))) {
+        run(std::integral_constant<int, V>{});
+      } else {
+        run(std::integral_constant<int, 1>{});
+      }
+    });
+  });
+  const int64_t outputs = per_image ? N * C : C;
+  at::Tensor sums = at::empty({outputs}, branch.options().dtype(at::kFloat));
+  const int64_t blocks = (outputs * 32 + cuda::kResidualBwdThreads - 1) / cuda::kResidualBwdThreads;
+  cuda::residual_scale_sum_kernel<<<static_cast<unsigned>(blocks), cuda::kResidualBwdThreads, 0, stream>>>(
+      partial.data_ptr<float>(), sums.data_ptr<float>(), static_cast<int>(outputs), static_cast<int>(C),
+      static_cast<int>(chunks), per_image ? 1 : static_cast<int>(N));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {grad_branch, sums.view(scale.sizes()).to(scale.scalar_type())};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& grad, const at::Tensor& branch,
                                                              const at::Tensor& scale, at::IntArrayRef shortcut_sizes,
                                                              std::array<bool, 3> output_mask) {
-  // The branch's gradient by the kernel (no shortcut) where grad and branch share shape and layout.
-  const bool kernel = output_mask[1] && grad.sizes() == branch.sizes() &&
-                      scaled_residual_in_kernel_domain(at::Tensor(), grad, scale, branch.scalar_type()) &&
+  // In the kernels' domain: grad and branch of one shape and layout.
+  const bool domain = (output_mask[1] || output_mask[2]) && grad.sizes() == branch.sizes() &&
+                      scaled_residual_in_kernel_domain(grad, branch, scale, branch.scalar_type()) &&
                       grad.is_contiguous() == branch.is_contiguous();
-  if (!kernel) return scaled_residual_backward_composite(grad, branch, scale, shortcut_sizes, output_mask);
-  auto [grad_shortcut, unused, grad_scale] =
-      scaled_residual_backward_composite(grad, branch, scale, shortcut_sizes, {output_mask[0], false, output_mask[2]});
-  at::Tensor grad_branch = at::empty_like(grad, grad.options().dtype(branch.scalar_type()));
-  launch_scaled_residual(at::Tensor(), grad, scale, grad_branch);
+  if (!domain) return scaled_residual_backward_composite(grad, branch, scale, shortcut_sizes, output_mask);
+  const at::Tensor grad_shortcut = output_mask[0] ? grad.sum_to_size(shortcut_sizes) : at::Tensor();
+  if (!branch.is_contiguous() && branch.size(1) <= cuda::kResidualMaxChannels && output_mask[2]) {
+    // channels_last: both gradients in one pass.
+    auto [grad_branch, grad_scale] = fused_backward_cl(grad, branch, scale, output_mask[1]);
+    return {grad_shortcut, grad_branch, grad_scale};
+  }
+  at::Tensor grad_scale;
+  if (output_mask[2]) grad_scale = at::mul(grad, branch).sum_to_size(scale.sizes()).to(scale.scalar_type());
+  at::Tensor grad_branch;
+  if (output_mask[1]) {
+    grad_branch = at::empty_like(grad, grad.options().dtype(branch.scalar_type()));
+    launch_scaled_residual(at::Tensor(), grad, scale, grad_branch);
+  }
   return {grad_shortcut, grad_branch, grad_scale};
 }
 
