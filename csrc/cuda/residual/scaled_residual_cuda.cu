@@ -140,7 +140,8 @@ std::pair<at::Tensor, at::Tensor> fused_backward_cl(const at::Tensor& grad, cons
   const bool per_image = scale.dim() == 4 && scale.size(0) > 1;
   at::Tensor grad_branch = want_branch ? at::empty_like(branch) : at::Tensor();
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t want_chunks = std::clamp<int64_t>((int64_t(sms) * 8 + N - 1) / N, 1, HW);
+  // About 8 blocks per SM, each of at least 8 rows (the partial sums stay a fraction of the tensors).
+  const int64_t want_chunks = std::clamp<int64_t>((int64_t(sms) * 8 + N - 1) / N, 1, (HW + 7) / 8);
   const int64_t rows_per_chunk = (HW + want_chunks - 1) / want_chunks;
   const int64_t chunks = (HW + rows_per_chunk - 1) / rows_per_chunk;
   at::Tensor partial = at::empty({N, chunks, C}, branch.options().dtype(at::kFloat));
