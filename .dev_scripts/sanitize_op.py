@@ -2,7 +2,8 @@
 dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, the four roundings (the
 interpolated ones with learnable angles), all at small sizes; with and without bias, each case twice
 with the same angles (table cache build, then hit). Then the channels-last layer norm's forward and
-backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts).
+backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts), and
+the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
@@ -25,6 +26,7 @@ from mmo1d.ops import (
     oriented_dwconv1d,
     oriented_dwconv1d_path,
     oriented_dwconv1d_paths,
+    scaled_residual,
 )
 
 PASSES = ('forward', 'backward_input', 'backward_weight')
@@ -137,6 +139,31 @@ def run_layer_norm(case: tuple, seed: int) -> None:
     torch.cuda.synchronize()
 
 
+# (shape, shortcut dtype, branch dtype, scale's batch, channels_last) of the residual: vector accesses
+# in both layouts, and channels (channels_last) or planes (NCHW) not a multiple of 4.
+RESIDUAL_CASES = [
+    ((3, 96, 14, 13), torch.float32, torch.bfloat16, True, True),
+    ((2, 40, 9, 8), torch.float16, torch.float16, False, False),
+    ((2, 18, 7, 5), torch.float32, torch.float16, True, True),
+    ((3, 20, 5, 7), torch.float32, torch.float32, False, False),
+    ((2, 2048, 2, 3), torch.float32, torch.bfloat16, True, True),  # several packs a thread
+    ((2, 1030, 3, 3), torch.float32, torch.float16, False, True),
+]
+
+
+def run_residual(case: tuple, seed: int) -> None:
+    shape, shortcut_dtype, branch_dtype, per_image, channels_last = case
+    g = torch.Generator().manual_seed(seed)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    shortcut = torch.randn(shape, generator=g).to('cuda', shortcut_dtype).contiguous(memory_format=fmt)
+    branch = torch.randn(shape, generator=g).to('cuda', branch_dtype).contiguous(memory_format=fmt)
+    scale = torch.rand((shape[0] if per_image else 1, shape[1], 1, 1), generator=g).cuda()
+    leaves = [t.requires_grad_() for t in (shortcut, branch, scale)]
+    out = scaled_residual(*leaves)
+    torch.autograd.grad(out, leaves, torch.randn_like(out))
+    torch.cuda.synchronize()
+
+
 def missing_paths(seen) -> list:
     """The paths of the compiled families (``oriented_dwconv1d_paths``) that none of ``seen`` takes."""
     return sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
@@ -181,6 +208,11 @@ def main() -> None:
             continue
         run_layer_norm(case, i)
         print('layer norm', case[:2], *(str(t).replace('torch.', '') for t in case[2:4]), 'gelu' * case[4], flush=True)
+    for i, case in enumerate(RESIDUAL_CASES[::2] if args.quick else RESIDUAL_CASES):
+        if i % shards != shard:
+            continue
+        run_residual(case, i)
+        print('residual', case[0], *(str(t).replace('torch.', '') for t in case[1:3]), flush=True)
     missing = missing_paths(seen)
     if missing and not args.quick and shards == 1:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')

@@ -25,7 +25,7 @@ import torch.utils.checkpoint as cp
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 
-from mmo1d.ops import OrientedDWConv1d
+from mmo1d.ops import OrientedDWConv1d, scaled_residual
 
 from .depthwise import DepthwiseConv2d
 from .norm import LayerNorm
@@ -152,7 +152,9 @@ class OrientedConvNeXtBlock(BaseModule):
         """``shortcut + DropPath(gamma * branch)`` in one ``addcmul``.
 
         Outside autocast's type promotion, so a low-precision ``branch`` is read as it is: the
-        float32 product of the two-step form is never written.
+        float32 product of the two-step form is never written. In eager mode through
+        :func:`mmo1d.ops.scaled_residual` (addcmul's values; a vectorised CUDA kernel, the branch's
+        gradient in its dtype); traced or compiled (export), as ``torch.addcmul``.
         """
         scale = None if self.gamma is None else self.gamma.view(-1, 1, 1)
         if isinstance(self.drop_path, DropPath):
@@ -161,8 +163,10 @@ class OrientedConvNeXtBlock(BaseModule):
                 scale = keep if scale is None else scale * keep
         if scale is None:
             return shortcut + branch
-        with torch.autocast(branch.device.type, enabled=False):
-            return torch.addcmul(shortcut, branch, scale)
+        if torch.jit.is_tracing() or torch.compiler.is_compiling():
+            with torch.autocast(branch.device.type, enabled=False):
+                return torch.addcmul(shortcut, branch, scale)
+        return scaled_residual(shortcut, branch, scale)
 
     def forward(self, x: Tensor) -> Tensor:
         """(N, C, H, W) -> (N, C, H, W); channels_last-strided input avoids all copies."""

@@ -1,0 +1,212 @@
+// CUDA kernels of mmo1d::scaled_residual (scaled_residual.h): out = shortcut + branch * scale, and the
+// branch's gradient grad * scale, over 4-D tensors in memory order (contiguous or channels_last),
+// V elements a thread at a time with one vector access per tensor where the pointers and the
+// innermost extent allow it. Each element: fmaf(branch, scale, shortcut) in float32, rounded once
+// to the output dtype. ATen's addcmul takes the broadcast scale through its strided kernel with a
+// cast per element. The channels_last backward of both gradients: residual_backward_kernels.cuh.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "../../scaled_residual.h"
+#include "residual_backward_kernels.cuh"
+
+namespace mmo1d {
+namespace {
+
+constexpr int kResidualThreads = 256;
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// Element e of the tensors (memory order) has channel c and image n: channels_last, c = e mod C and
+// n = e / (H W C); NCHW, c = (e / (H W)) mod C and n = e / (C H W). scale holds C floats per image
+// (scale_n = C) or one set for all (scale_n = 0). With V > 1, V divides C (channels_last) or H W
+// (NCHW), so that a pack's elements share n and (NCHW) c.
+template <typename s_t, typename b_t, typename o_t, int V, bool CL>
+__global__ void __launch_bounds__(kResidualThreads) scaled_residual_kernel(const s_t* __restrict__ shortcut,
+                                                                           const b_t* __restrict__ branch,
+                                                                           const float* __restrict__ scale,
+                                                                           o_t* __restrict__ out, uint32_t packs,
+                                                                           uint32_t C, uint32_t HW, uint32_t scale_n) {
+  const uint32_t CHW = C * HW;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += gridDim.x * blockDim.x) {
+    const uint32_t e = i * V;
+    const uint32_t n = e / CHW;
+    const float* sc = scale + n * scale_n;
+    const Pack<b_t, V> b = reinterpret_cast<const Pack<b_t, V>*>(branch)[i];
+    Pack<s_t, V> s;
+    if (shortcut != nullptr) s = reinterpret_cast<const Pack<s_t, V>*>(shortcut)[i];
+    Pack<o_t, V> o;
+    const uint32_t c0 = CL ? e % C : (e / HW) % C;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float f = sc[CL ? c0 + k : c0];
+      const float add = shortcut != nullptr ? static_cast<float>(s.v[k]) : 0.0f;
+      o.v[k] = static_cast<o_t>(fmaf(static_cast<float>(b.v[k]), f, add));
+    }
+    reinterpret_cast<Pack<o_t, V>*>(out)[i] = o;
+  }
+}
+
+template <typename F>
+void dispatch_kernel_dtype(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat:
+      return f(float{});
+    case at::kHalf:
+      return f(c10::Half{});
+    case at::kBFloat16:
+      return f(c10::BFloat16{});
+    default:
+      TORCH_CHECK(false, "scaled_residual: unsupported dtype ", t);
+  }
+}
+
+bool aligned(const at::Tensor& t, int bytes) {
+  return !t.defined() || reinterpret_cast<std::uintptr_t>(t.data_ptr()) % bytes == 0;
+}
+
+// out = shortcut (when defined) + branch * scale, in the kernel's domain (out allocated by the caller,
+// in the layout of branch).
+void launch_scaled_residual(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
+                            const at::Tensor& out) {
+  const int64_t numel = branch.numel();
+  if (numel == 0) return;
+  const c10::cuda::CUDAGuard guard(branch.device());
+  const bool cl = !branch.is_contiguous();
+  const int64_t C = branch.size(1), HW = branch.size(2) * branch.size(3);
+  const at::Tensor sc = scale.to(at::kFloat).contiguous();
+  const uint32_t scale_n = scale.dim() == 4 && scale.size(0) > 1 ? static_cast<uint32_t>(C) : 0;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  dispatch_kernel_dtype(shortcut.defined() ? shortcut.scalar_type() : branch.scalar_type(), [&](auto s_v) {
+    dispatch_kernel_dtype(branch.scalar_type(), [&](auto b_v) {
+      dispatch_kernel_dtype(out.scalar_type(), [&](auto o_v) {
+        using s_t = decltype(s_v);
+        using b_t = decltype(b_v);
+        using o_t = decltype(o_v);
+        auto run = [&](auto v_const, auto cl_const) {
+          constexpr int V = decltype(v_const)::value;
+          const int64_t packs = numel / V;
+          const int64_t blocks = std::min<int64_t>((packs + kResidualThreads - 1) / kResidualThreads, int64_t(sms) * 8);
+          scaled_residual_kernel<s_t, b_t, o_t, V, decltype(cl_const)::value>
+              <<<static_cast<unsigned>(blocks), kResidualThreads, 0, stream>>>(
+                  shortcut.defined() ? shortcut.data_ptr<s_t>() : nullptr, branch.data_ptr<b_t>(),
+                  sc.data_ptr<float>(), out.data_ptr<o_t>(), static_cast<uint32_t>(packs), static_cast<uint32_t>(C),
+                  static_cast<uint32_t>(HW), scale_n);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        };
+        constexpr int V = 4;
+        const bool vec = (cl ? C : HW) % V == 0 && aligned(shortcut, V * sizeof(s_t)) &&
+                         aligned(branch, V * sizeof(b_t)) && aligned(out, V * sizeof(o_t));
+        if (vec) {
+          cl ? run(std::integral_constant<int, V>{}, std::true_type{})
+             : run(std::integral_constant<int, V>{}, std::false_type{});
+        } else {
+          cl ? run(std::integral_constant<int, 1>{}, std::true_type{})
+             : run(std::integral_constant<int, 1>{}, std::false_type{});
+        }
+      });
+    });
+  });
+}
+
+at::Tensor forward_cuda(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale) {
+  const at::ScalarType out_dtype = at::native::result_type({shortcut, branch, scale});
+  if (!scaled_residual_in_kernel_domain(shortcut, branch, scale, out_dtype)) {
+    return at::addcmul(shortcut, branch, scale);
+  }
+  at::Tensor out = at::empty_like(branch, branch.options().dtype(out_dtype));
+  launch_scaled_residual(shortcut, branch, scale, out);
+  return out;
+}
+
+// The branch's and the scale's gradients of channels_last tensors in one pass (residual_backward_cl_kernel
+// and the partial sums' reduction): scale (in float32) and the returned grad_branch and grad_scale.
+std::pair<at::Tensor, at::Tensor> fused_backward_cl(const at::Tensor& grad, const at::Tensor& branch,
+                                                    const at::Tensor& scale, bool want_branch) {
+  const c10::cuda::CUDAGuard guard(branch.device());
+  const int64_t N = branch.size(0), C = branch.size(1), HW = branch.size(2) * branch.size(3);
+  const at::Tensor sc = scale.to(at::kFloat).contiguous();
+  const bool per_image = scale.dim() == 4 && scale.size(0) > 1;
+  at::Tensor grad_branch = want_branch ? at::empty_like(branch) : at::Tensor();
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  // About 8 blocks per SM, each of at least 8 rows (the partial sums stay a fraction of the tensors).
+  const int64_t want_chunks = std::clamp<int64_t>((int64_t(sms) * 8 + N - 1) / N, 1, (HW + 7) / 8);
+  const int64_t rows_per_chunk = (HW + want_chunks - 1) / want_chunks;
+  const int64_t chunks = (HW + rows_per_chunk - 1) / rows_per_chunk;
+  at::Tensor partial = at::empty({N, chunks, C}, branch.options().dtype(at::kFloat));
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  dispatch_kernel_dtype(grad.scalar_type(), [&](auto g_v) {
+    dispatch_kernel_dtype(branch.scalar_type(), [&](auto b_v) {
+      using g_t = decltype(g_v);
+      using b_t = decltype(b_v);
+      auto run = [&](auto v_const) {
+        constexpr int V = decltype(v_const)::value;
+        cuda::residual_backward_cl_kernel<g_t, b_t, V>
+            <<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(N)), cuda::kResidualBwdThreads, 0, stream>>>(
+                grad.data_ptr<g_t>(), branch.data_ptr<b_t>(), sc.data_ptr<float>(),
+                want_branch ? grad_branch.data_ptr<b_t>() : nullptr, partial.data_ptr<float>(), static_cast<int>(C),
+                static_cast<int>(HW), static_cast<int>(rows_per_chunk), per_image ? static_cast<int>(C) : 0);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      constexpr int V = 4;
+      if (C % V == 0 && aligned(grad, V * sizeof(g_t)) && aligned(branch, V * sizeof(b_t)) &&
+          aligned(grad_branch, V * sizeof(b_t))) {
+        run(std::integral_constant<int, V>{});
+      } else {
+        run(std::integral_constant<int, 1>{});
+      }
+    });
+  });
+  const int64_t outputs = per_image ? N * C : C;
+  at::Tensor sums = at::empty({outputs}, branch.options().dtype(at::kFloat));
+  const int64_t blocks = (outputs * 32 + cuda::kResidualBwdThreads - 1) / cuda::kResidualBwdThreads;
+  cuda::residual_scale_sum_kernel<<<static_cast<unsigned>(blocks), cuda::kResidualBwdThreads, 0, stream>>>(
+      partial.data_ptr<float>(), sums.data_ptr<float>(), static_cast<int>(outputs), static_cast<int>(C),
+      static_cast<int>(chunks), per_image ? 1 : static_cast<int>(N));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {grad_branch, sums.view(scale.sizes()).to(scale.scalar_type())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& grad, const at::Tensor& branch,
+                                                             const at::Tensor& scale, at::IntArrayRef shortcut_sizes,
+                                                             std::array<bool, 3> output_mask) {
+  // In the kernels' domain: grad and branch of one shape and layout.
+  const bool domain = (output_mask[1] || output_mask[2]) && grad.sizes() == branch.sizes() &&
+                      scaled_residual_in_kernel_domain(grad, branch, scale, branch.scalar_type()) &&
+                      grad.is_contiguous() == branch.is_contiguous();
+  if (!domain) return scaled_residual_backward_composite(grad, branch, scale, shortcut_sizes, output_mask);
+  const at::Tensor grad_shortcut = output_mask[0] ? grad.sum_to_size(shortcut_sizes) : at::Tensor();
+  if (!branch.is_contiguous() && branch.size(1) <= cuda::kResidualMaxChannels && output_mask[2]) {
+    // channels_last: both gradients in one pass.
+    auto [grad_branch, grad_scale] = fused_backward_cl(grad, branch, scale, output_mask[1]);
+    return {grad_shortcut, grad_branch, grad_scale};
+  }
+  at::Tensor grad_scale;
+  if (output_mask[2]) grad_scale = at::mul(grad, branch).sum_to_size(scale.sizes()).to(scale.scalar_type());
+  at::Tensor grad_branch;
+  if (output_mask[1]) {
+    grad_branch = at::empty_like(grad, grad.options().dtype(branch.scalar_type()));
+    launch_scaled_residual(at::Tensor(), grad, scale, grad_branch);
+  }
+  return {grad_shortcut, grad_branch, grad_scale};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(mmo1d, CUDA, m) {
+  m.impl("scaled_residual", &forward_cuda);
+  m.impl("scaled_residual_backward", &backward_cuda);
+}
+
+}  // namespace mmo1d
