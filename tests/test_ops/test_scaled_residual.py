@@ -90,7 +90,7 @@ def test_values_and_gradients(device, shape, shortcut_dtype, branch_dtype, scale
         assert torch.equal(out, want) and torch.equal(got_in[1].grad, want_in[1].grad)
 
 
-@pytest.mark.skipif('cuda' not in DEVICES, reason='the CUDA kernel')
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 def test_cuda_at_the_models_shapes_and_off_the_vector_alignment():
     # ConvNeXt-T's first and last stages at batch 64 (fp32 stream, bf16 branch, drop path), and a
     # view one element into its storage (element-wise kernel).
