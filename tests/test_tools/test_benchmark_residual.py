@@ -13,8 +13,9 @@ _spec.loader.exec_module(bench)
 
 
 def test_summary_pairs_each_case_with_its_baseline():
-    env = {'gpu': 'Test GPU', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51, 'rounds': 3,
-           'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_residual.py'}
+    env = {'gpu': 'Test GPU', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'commit': 'abc1234', 'date': 'x',
+           'repeats': 51, 'rounds': 3, 'copy_bandwidth_GBps': 3000.0,
+           'command': 'python tools/analysis_tools/benchmark_residual.py'}
     base = dict(site='stage 1', shape=[64, 96, 56, 56], dtype='bfloat16', per_image=False)
     records = [dict(base, impl='mmo1d', ms=0.1, **{'pass': 'fwd'}), dict(base, impl='aten', ms=0.4, **{'pass': 'fwd'}),
                dict(base, impl='mmo1d', ms=0.5, **{'pass': 'fwdbwd'}),
@@ -25,6 +26,7 @@ def test_summary_pairs_each_case_with_its_baseline():
     assert f'| fwd | 0.100 | 0.400 | 0.25x | {gbps:.0f} |' in md
     assert '| fwdbwd | 0.500 | 0.800 | 0.62x |  |' in md
     assert md.count('| stage 1 |') == 2
+    assert 'commit abc1234' in md
 
 
 def test_no_gpu_message():
@@ -37,8 +39,9 @@ def test_no_gpu_message():
 
 def test_results_go_to_a_new_out_dir(tmp_path, monkeypatch):
     out = tmp_path / 'new' / 'dir'
-    env = {'gpu': 'NVIDIA H200', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'date': 'x', 'repeats': 51,
-           'rounds': 3, 'copy_bandwidth_GBps': 3000.0, 'command': 'python tools/analysis_tools/benchmark_residual.py'}
+    env = {'gpu': 'NVIDIA H200', 'torch': 'x', 'cuda': 'x', 'driver': 'x', 'commit': 'abc1234', 'date': 'x',
+           'repeats': 51, 'rounds': 3, 'copy_bandwidth_GBps': 3000.0,
+           'command': 'python tools/analysis_tools/benchmark_residual.py'}
 
     def fake_run(args):
         assert out.is_dir()

@@ -102,8 +102,8 @@ def summarize(result: Dict) -> str:
     env = result['env']
     lines = [
         f"# Block residual on {env['gpu']}", '',
-        f"torch {env['torch']}, CUDA {env['cuda']}, driver {env['driver']}, {env['date']}; CUDA events, "
-        f"median of {env['repeats']} calls in {env['rounds']} interleaved rounds. Copy bandwidth "
+        f"torch {env['torch']}, CUDA {env['cuda']}, driver {env['driver']}, commit {env['commit']}, {env['date']}; "
+        f"CUDA events, median of {env['repeats']} calls in {env['rounds']} interleaved rounds. Copy bandwidth "
         f"{env['copy_bandwidth_GBps']:.0f} GB/s.", '', f"Command: `{env['command']}`", '',
         '*mmo1d*: `scaled_residual(shortcut, branch, scale)`. *aten*: `torch.addcmul` outside autocast, as '
         'the blocks ran it before. Shortcut float32, branch in the AMP dtype, both channels_last; scale '
