@@ -9,14 +9,11 @@
 #include <string>
 
 #include "../oriented_dwconv1d.h"
+#include "common/common.cuh"
 #include "plan.cuh"
 
 namespace mmo1d {
 namespace cuda {
-
-inline bool aligned16(const at::Tensor& t) {
-  return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0;
-}
 
 // What every entry point does first: the arguments' checks (grad_output when given), a device
 // guard, and the layout the kernels compute in.

@@ -360,10 +360,6 @@ at::Tensor as_acc(const at::Tensor& t, at::ScalarType acc) {
   return t.scalar_type() == acc && t.is_contiguous() ? t : t.to(acc).contiguous();
 }
 
-bool aligned16(const at::Tensor& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
-}
-
 // Calls f(in_t{}, out_t{}) for the supported pairs (checked before by check_layer_norm_args).
 template <typename F>
 void dispatch_pair(at::ScalarType in, at::ScalarType out, F&& f) {
@@ -438,7 +434,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_cuda(const at::Tensor& in
       layer_norm_last_fwd_kernel<in_t, out_t, acc_t, V, GELU><<<blocks, kLnThreads, 0, stream>>>(params);
     };
     constexpr int VW = vector_width<in_t, out_t>();
-    const bool vec = C % VW == 0 && aligned16(x) && aligned16(y);
+    const bool vec = C % VW == 0 && cuda::aligned16(x) && cuda::aligned16(y);
     auto with_gelu = [&](auto v_const) {
       if (gelu) {
         launch(v_const, std::true_type{});
@@ -517,7 +513,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cuda(const at::Tensor& g
       }
     };
     constexpr int VW = vector_width<in_t, g_t>();
-    const bool vec = C % VW == 0 && aligned16(x) && aligned16(dy) && (!dx.defined() || aligned16(dx));
+    const bool vec = C % VW == 0 && cuda::aligned16(x) && cuda::aligned16(dy) && cuda::aligned16(dx);
     if (!vec) {
       with_gelu(std::integral_constant<int, 1>{}, std::integral_constant<int, kLnValues>{});
       return;

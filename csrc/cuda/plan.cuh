@@ -23,6 +23,7 @@
 
 #include "../oriented_dwconv1d.h"
 #include "../tap_rule.h"
+#include "common/common.cuh"
 #include "common/geometry.cuh"
 #include "common/launch.cuh"
 
@@ -148,7 +149,7 @@ template <typename scalar_t>
 bool channels_vectorizable(int64_t C, std::initializer_list<const at::Tensor*> ts) {
   if (C % (32 / int64_t(sizeof(scalar_t))) != 0) return false;
   for (const at::Tensor* x : ts) {
-    if ((reinterpret_cast<uintptr_t>(x->data_ptr()) & 15) != 0) return false;
+    if (!aligned16(*x)) return false;
   }
   return true;
 }

@@ -23,6 +23,15 @@ struct GatherIO {
   const scalar_t* bias;
 };
 
+// Whether t's data pointer is a multiple of `bytes` (an undefined tensor counts as aligned): the
+// condition of the vector accesses of every host-side launcher.
+inline bool aligned_to(const at::Tensor& t, int64_t bytes) {
+  return !t.defined() || reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0;
+}
+inline bool aligned16(const at::Tensor& t) {
+  return aligned_to(t, 16);
+}
+
 inline int ceil_div(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
 }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "../../scaled_residual.h"
+#include "../common/common.cuh"
 #include "residual_backward_kernels.cuh"
 
 namespace mmo1d {
@@ -71,10 +72,6 @@ void dispatch_kernel_dtype(at::ScalarType t, F&& f) {
   }
 }
 
-bool aligned(const at::Tensor& t, int bytes) {
-  return !t.defined() || reinterpret_cast<std::uintptr_t>(t.data_ptr()) % bytes == 0;
-}
-
 // out = shortcut (when defined) + branch * scale, in the kernel's domain (out allocated by the caller,
 // in the layout of branch).
 void launch_scaled_residual(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
@@ -106,8 +103,8 @@ void launch_scaled_residual(const at::Tensor& shortcut, const at::Tensor& branch
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         };
         constexpr int V = 4;
-        const bool vec = (cl ? C : HW) % V == 0 && aligned(shortcut, V * sizeof(s_t)) &&
-                         aligned(branch, V * sizeof(b_t)) && aligned(out, V * sizeof(o_t));
+        const bool vec = (cl ? C : HW) % V == 0 && cuda::aligned_to(shortcut, V * sizeof(s_t)) &&
+                         cuda::aligned_to(branch, V * sizeof(b_t)) && cuda::aligned_to(out, V * sizeof(o_t));
         if (vec) {
           cl ? run(std::integral_constant<int, V>{}, std::true_type{})
              : run(std::integral_constant<int, V>{}, std::false_type{});
@@ -160,8 +157,8 @@ std::pair<at::Tensor, at::Tensor> fused_backward_cl(const at::Tensor& grad, cons
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       };
       constexpr int V = 4;
-      if (C % V == 0 && aligned(grad, V * sizeof(g_t)) && aligned(branch, V * sizeof(b_t)) &&
-          aligned(grad_branch, V * sizeof(b_t))) {
+      if (C % V == 0 && cuda::aligned_to(grad, V * sizeof(g_t)) && cuda::aligned_to(branch, V * sizeof(b_t)) &&
+          cuda::aligned_to(grad_branch, V * sizeof(b_t))) {
         run(std::integral_constant<int, V>{});
       } else {
         run(std::integral_constant<int, 1>{});
