@@ -12,6 +12,9 @@
 #   bash .dev_scripts/gpu.sh verify      OUT_DIR   # tests and sanitize side by side (about 6 minutes on an H200)
 #   bash .dev_scripts/gpu.sh op          OUT_DIR [benchmark_op.py options]     # e.g. --ab .old ...
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
+#   bash .dev_scripts/gpu.sh models-ab   OUT_DIR [benchmark_model.py options]  # the models of the build in
+#                                                  # .old/, then of this tree (OLD_COMMIT names .old's commit),
+#                                                  # one size: models_ab.md, kernel ms new / old
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
@@ -158,6 +161,18 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
   models)
     { header; "$PY" tools/analysis_tools/benchmark_model.py --out-dir "$OUT" "$@"; } 2>&1 |
       tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
+    ;;
+  models-ab)
+    if [ ! -d .old/mmo1d ]; then echo "models-ab: no .old/ tree (see the head of $0)" >&2; exit 2; fi
+    for build in old new; do
+      dir=$ROOT commit=${SOURCE_COMMIT:-}
+      [ "$build" = old ] && dir=$ROOT/.old commit=${OLD_COMMIT:-old}
+      echo "== $build build ($dir)"
+      (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" "$ROOT/tools/analysis_tools/benchmark_model.py" \
+        --out-dir "$OUT/$build" --kernel-times "$@" 2>&1 | sed -n '/^Kernel time/,/^$/p')
+    done 2>&1 | tee "$OUT/models_ab.log"
+    old=("$OUT"/old/models_*.json) new=("$OUT"/new/models_*.json)
+    "$PY" tools/analysis_tools/benchmark_model.py --compare "${old[0]}" "${new[0]}" | tee "$OUT/models_ab.md"
     ;;
   train)
     DATA=$OUT/data

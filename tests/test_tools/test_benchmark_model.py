@@ -119,6 +119,22 @@ def test_summarize_rewrites_the_committed_markdown(capsys):
         assert capsys.readouterr().out == path.with_suffix('.md').read_text()
 
 
+def test_compare_prints_two_runs_side_by_side(tmp_path, capsys):
+    """--compare on a committed results file against itself: every case at ratio 1; runs of two GPUs
+    are refused with the reason."""
+    path = COMMITTED[0]
+    assert benchmark_tool.main(['--compare', str(path), str(path)]) == {}
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith('| ') and ' mode ' not in line]
+    assert len(rows) == len(json.loads(path.read_text())['records'])
+    assert all(line.endswith('| 1.000 |') for line in rows)
+    other = json.loads(path.read_text())
+    other['env']['gpu'] = 'NVIDIA A100'
+    (tmp_path / 'other.json').write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match='--compare: the two runs differ in gpu'):
+        benchmark_tool.main(['--compare', str(path), str(tmp_path / 'other.json')])
+
+
 def test_new_options_parse():
     args = benchmark_tool.parse_args([])
     assert args.rounds == 6 and args.passes == ['infer', 'train']

@@ -32,6 +32,7 @@ Examples::
         --repeats 2 --rounds 1
     python tools/analysis_tools/benchmark_model.py --readme-table benchmarks/results/models_tiny_h100.json \\
         benchmarks/results/models_base_h100.json
+    python tools/analysis_tools/benchmark_model.py --compare OLD/models_tiny_h200.json NEW/models_tiny_h200.json
 """
 import argparse
 import importlib
@@ -58,6 +59,7 @@ from mmo1d.benchmark.classifiers import (
     drop_path_rate,
 )
 from mmo1d.benchmark.kernels import profile_kernels
+from mmo1d.benchmark.model_builds import summarize_builds
 from mmo1d.benchmark.names import machine_tag, results_stem
 from mmo1d.benchmark.timing import (
     capture_cuda_graph,
@@ -107,6 +109,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help='print the README speed table of one results file, or of several of one GPU '
                         '(e.g. models_tiny_h100.json models_base_h100.json), and exit')
     parser.add_argument('--summarize', metavar='JSON', help='print the markdown summary of a results file and exit')
+    parser.add_argument('--compare', metavar=('OLD_JSON', 'NEW_JSON'), nargs=2,
+                        help='print two builds\' results files of one size side by side (kernel ms and wall '
+                        'clock, new / old; bash .dev_scripts/gpu.sh models-ab makes them) and exit')
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.repeats < 1 or args.kernel_steps < 1:
         parser.error('--rounds, --repeats and --kernel-steps must be >= 1')
@@ -487,8 +492,18 @@ def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
 
 def main(argv: Optional[List[str]] = None) -> Dict[str, Dict]:
     """Run the benchmark and write the files of each model size; return ``{arch: result}`` (empty after
-    ``--readme-table`` and ``--summarize``)."""
+    ``--readme-table``, ``--summarize`` and ``--compare``)."""
     args = parse_args(argv)
+    if args.compare:
+        loaded = []
+        for path in args.compare:
+            with open(path) as f:
+                loaded.append(json.load(f))
+        try:
+            print(summarize_builds(*loaded))
+        except ValueError as err:
+            raise SystemExit(f'--compare: {err}') from None
+        return {}
     if args.readme_table:
         results = []
         for path in args.readme_table:
