@@ -167,10 +167,14 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     for build in old new; do
       dir=$ROOT commit=${SOURCE_COMMIT:-}
       [ "$build" = old ] && dir=$ROOT/.old commit=${OLD_COMMIT:-old}
-      echo "== $build build ($dir)"
-      (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" "$ROOT/tools/analysis_tools/benchmark_model.py" \
-        --out-dir "$OUT/$build" --kernel-times "$@" 2>&1 | sed -n '/^Kernel time/,/^$/p')
-    done 2>&1 | tee "$OUT/models_ab.log"
+      echo "== $build build ($dir): $OUT/models_ab_$build.log"
+      if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" \
+        "$ROOT/tools/analysis_tools/benchmark_model.py" --out-dir "$OUT/$build" --kernel-times "$@" \
+        >"$OUT/models_ab_$build.log" 2>&1); then
+        tail -n 20 "$OUT/models_ab_$build.log"
+        exit 1
+      fi
+    done
     old=("$OUT"/old/models_*.json) new=("$OUT"/new/models_*.json)
     "$PY" tools/analysis_tools/benchmark_model.py --compare "${old[0]}" "${new[0]}" | tee "$OUT/models_ab.md"
     ;;
