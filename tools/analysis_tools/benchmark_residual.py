@@ -16,17 +16,13 @@ Example::
 
     python tools/analysis_tools/benchmark_residual.py --out-dir benchmarks/results
 """
-import argparse
-import json
 import math
 import os
-import os.path as osp
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import torch
 
-from mmo1d.benchmark.names import machine_tag, results_stem
-from mmo1d.benchmark.timing import copy_bandwidth_gbps, gpu_env, measure_cases
+from mmo1d.benchmark.op_pairs import pair_cases, parse_pair_args, run_pairs, write_pair_results
 from mmo1d.ops import scaled_residual
 from mmo1d.utils.quiet import quiet_upstream
 
@@ -43,22 +39,13 @@ SITES = [
 DTYPES = {'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--repeats', type=int, default=51, help='timed calls per case (over all rounds)')
-    parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds per group of cases')
-    parser.add_argument('--warmup', type=int, default=10)
-    parser.add_argument('--out-dir', default='benchmarks/results')
-    return parser.parse_args(argv)
-
-
-def make_cases(shape: Tuple[int, ...], dtype: torch.dtype, per_image: bool,
-               backward: bool) -> List[Tuple[Dict, Callable[[int], None]]]:
+def make_cases(fields: Dict, backward: bool):
+    shape, dtype = fields['shape'], DTYPES[fields['dtype']]
     n, c = shape[:2]
     cl = torch.channels_last
     shortcut = torch.randn(shape, device='cuda').contiguous(memory_format=cl).requires_grad_(backward)
     branch = torch.randn(shape, device='cuda', dtype=dtype).contiguous(memory_format=cl).requires_grad_(backward)
-    scale = torch.rand((n, c, 1, 1) if per_image else (c, 1, 1), device='cuda').requires_grad_(backward)
+    scale = torch.rand((n, c, 1, 1) if fields['per_image'] else (c, 1, 1), device='cuda').requires_grad_(backward)
     grad = torch.randn(shape, device='cuda').contiguous(memory_format=cl)
 
     def ours():
@@ -68,34 +55,13 @@ def make_cases(shape: Tuple[int, ...], dtype: torch.dtype, per_image: bool,
         with torch.autocast('cuda', enabled=False):
             return torch.addcmul(shortcut, branch, scale)
 
-    def step(fn):
-        if not backward:
-            def call(i):
-                with torch.no_grad():
-                    fn()
-        else:
-            def call(i):
-                torch.autograd.grad(fn(), (shortcut, branch, scale), grad)
-        return call
-
-    return [({'impl': 'mmo1d'}, step(ours)), ({'impl': 'aten'}, step(aten))]
+    return pair_cases(ours, aten, (shortcut, branch, scale), grad, backward)
 
 
-def run(args: argparse.Namespace) -> Dict:
-    if not torch.cuda.is_available():
-        raise SystemExit('benchmark_residual: no CUDA device: this benchmark needs a CUDA GPU')
-    records = []
-    for site, shape, dtype_name, per_image in SITES:
-        for backward in (False, True):
-            cases = make_cases(shape, DTYPES[dtype_name], per_image, backward)
-            for rec, _ in cases:
-                rec.update(site=site, shape=list(shape), dtype=dtype_name, per_image=per_image,
-                           **{'pass': 'fwdbwd' if backward else 'fwd'})
-            records += measure_cases(cases, args.repeats, args.rounds, args.warmup)
-            torch.cuda.empty_cache()
-    env = {**gpu_env(), 'batch': 64, 'repeats': math.ceil(args.repeats / args.rounds) * args.rounds,
-           'rounds': args.rounds, 'copy_bandwidth_GBps': round(copy_bandwidth_gbps(20), 1)}
-    return {'env': env, 'records': records}
+def run(args) -> Dict:
+    sites = [dict(site=site, shape=list(shape), dtype=dtype, per_image=per_image)
+             for site, shape, dtype, per_image in SITES]
+    return run_pairs('benchmark_residual', sites, make_cases, args)
 
 
 def summarize(result: Dict) -> str:
@@ -124,16 +90,9 @@ def summarize(result: Dict) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    args = parse_args(argv)
+    args = parse_pair_args(__doc__.split('\n\n')[0], argv)
     os.makedirs(args.out_dir, exist_ok=True)  # before the timed run, not after it
-    result = run(args)
-    name = results_stem('residual', tag=machine_tag(result['env']['gpu']))
-    with open(osp.join(args.out_dir, f'{name}.json'), 'w') as f:
-        json.dump(result, f, indent=1)
-    md = summarize(result)
-    with open(osp.join(args.out_dir, f'{name}.md'), 'w') as f:
-        f.write(md + '\n')
-    print(md)
+    write_pair_results('residual', run(args), summarize, args.out_dir)
 
 
 if __name__ == '__main__':
