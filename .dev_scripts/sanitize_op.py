@@ -3,7 +3,8 @@ dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, the
 interpolated ones with learnable angles), all at small sizes; with and without bias, each case twice
 with the same angles (table cache build, then hit). Then the channels-last layer norm's forward and
 backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts), and
-the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels).
+the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels) and the
+GELU of the "++" convolution's backward (``gelu_and_grad``: vector and element-wise packs).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
@@ -164,6 +165,28 @@ def run_residual(case: tuple, seed: int) -> None:
     torch.cuda.synchronize()
 
 
+# (shape, dtype, channels_last, offset in elements) of gelu_and_grad: 16-byte packs in both layouts,
+# element-wise ones where the size or the offset breaks them.
+GELU_CASES = [
+    ((3, 96, 14, 13), torch.bfloat16, True, 0),
+    ((2, 40, 9, 8), torch.float32, False, 0),
+    ((2, 18, 7, 5), torch.float16, True, 0),  # 1260 elements: not a multiple of 8
+    ((2, 16, 6, 6), torch.float16, False, 1),
+]
+
+
+def run_gelu(case: tuple, seed: int) -> None:
+    shape, dtype, channels_last, offset = case
+    g = torch.Generator().manual_seed(seed)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    size = math.prod(shape)
+    pre, grad = (torch.randn(size + offset, generator=g).to('cuda', dtype)[offset:].view(shape) for _ in range(2))
+    if channels_last:
+        pre, grad = (t.contiguous(memory_format=fmt) for t in (pre, grad))
+    torch.ops.mmo1d.gelu_and_grad(pre, grad)
+    torch.cuda.synchronize()
+
+
 def missing_paths(seen) -> list:
     """The paths of the compiled families (``oriented_dwconv1d_paths``) that none of ``seen`` takes."""
     return sorted(set(oriented_dwconv1d_paths()) - {p.split('+')[0] for p in seen})
@@ -213,6 +236,11 @@ def main() -> None:
             continue
         run_residual(case, i)
         print('residual', case[0], *(str(t).replace('torch.', '') for t in case[1:3]), flush=True)
+    for i, case in enumerate(GELU_CASES[::2] if args.quick else GELU_CASES):
+        if i % shards != shard:
+            continue
+        run_gelu(case, i)
+        print('gelu_and_grad', case[0], str(case[1]).replace('torch.', ''), flush=True)
     missing = missing_paths(seen)
     if missing and not args.quick and shards == 1:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')

@@ -36,22 +36,29 @@ using torch::autograd::variable_list;
 // Arguments of the Functions' forward after ctx: one gradient (or none) each.
 constexpr size_t kForwardArgs = 11;
 
-// The input, weight, angle and bias gradients of the op at `input` (tensor inputs in order: input,
-// weight, theta, then bias when given). Rounded taps give the angles no gradient (the output is
-// piecewise constant in them).
-variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
-                            const at::Tensor& weight, const at::Tensor& theta) {
+// The op's input gradient (undefined when not needed). It reads only the shape, dtype and layout of
+// `input`.
+at::Tensor conv_input_grad(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
+                           const at::Tensor& weight, const at::Tensor& theta) {
   static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
+  if (!ctx->needs_input_grad(0)) return at::Tensor();
+  const BelowAutogradWithoutGraph below_autograd;
+  return input_op.call(grad, input, weight, theta, ctx->saved_data["stride"].toInt(),
+                       ctx->saved_data["rounding"].toStringRef(), ctx->saved_data["sigma"].toDouble(),
+                       ctx->saved_data["radius"].toDouble(), ctx->saved_data["residual"].toBool());
+}
+
+// The gradients of the op's tensor inputs in order (input, weight, theta, then bias when given):
+// grad_input as given, the others at `input`. Rounded taps give the angles no gradient (the output is
+// piecewise constant in them).
+variable_list conv_params_grads(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
+                                const at::Tensor& weight, const at::Tensor& theta, const at::Tensor& grad_input) {
   static auto params_op = find_op<BackwardParamsFn>("mmo1d::oriented_dwconv1d_backward_params");
   const BelowAutogradWithoutGraph below_autograd;
   const int64_t stride = ctx->saved_data["stride"].toInt();
   const std::string rounding = ctx->saved_data["rounding"].toStringRef();
   const double sigma = ctx->saved_data["sigma"].toDouble(), radius = ctx->saved_data["radius"].toDouble();
-  at::Tensor grad_input, grad_weight, grad_theta, grad_bias;
-  if (ctx->needs_input_grad(0)) {
-    grad_input = input_op.call(grad, input, weight, theta, stride, rounding, sigma, radius,
-                               ctx->saved_data["residual"].toBool());
-  }
+  at::Tensor grad_weight, grad_theta, grad_bias;
   const bool bias_needed = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(3);
   const bool theta_needed = ctx->needs_input_grad(2) && parse_tap_rule(rounding, sigma, radius).interpolated();
   if (ctx->needs_input_grad(1) || theta_needed) {
@@ -70,6 +77,11 @@ variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const 
   if (grad_weight.defined() && grad_weight.scalar_type() != weight_dtype) grad_weight = grad_weight.to(weight_dtype);
   if (grad_bias.defined() && grad_bias.scalar_type() != bias_dtype) grad_bias = grad_bias.to(bias_dtype);
   return {grad_input, grad_weight, grad_theta, grad_bias};
+}
+
+variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
+                            const at::Tensor& weight, const at::Tensor& theta) {
+  return conv_params_grads(ctx, grad, input, weight, theta, conv_input_grad(ctx, grad, input, weight, theta));
 }
 
 // The weight and bias a call computes with. Under autocast (autocast_dtype given) the eligible ones
@@ -113,9 +125,11 @@ at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const a
 }
 
 // The op's autograd node, in C++ so that a call costs no more host time than an ATen convolution's.
-// GELU: the op on h = gelu(pre) (exact GELU) that saves pre, not h; backward makes h again, then
-// takes the op's gradients at h and GELU's at pre. Where pre is kept anyway (a GELU's backward
-// keeps it), this saves one activation; one node of autograd instead of two, no Python in backward.
+// GELU: the op on h = gelu(pre) (exact GELU) that saves pre, not h; backward takes the op's input
+// gradient dh (which reads only the shape, dtype and layout that h shares with pre), then in one pass
+// over pre makes h again and GELU's gradient of dh (mmo1d::gelu_and_grad), then the weight, angle and
+// bias gradients at h. Where pre is kept anyway (a GELU's backward keeps it), this saves one
+// activation; one node of autograd instead of two, no Python in backward.
 // Derived names the node (profiles show it).
 template <typename Derived, bool GELU>
 class ConvFunction : public torch::autograd::Function<Derived> {
@@ -139,13 +153,23 @@ class ConvFunction : public torch::autograd::Function<Derived> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
-    at::Tensor x = saved[0];
+    variable_list grads;
     if constexpr (GELU) {
+      static auto gelu_and_grad =
+          find_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>("mmo1d::gelu_and_grad");
       at::NoGradGuard no_grad;
-      x = at::gelu(saved[0]);
+      const at::Tensor& pre = saved[0];
+      const at::Tensor dh = conv_input_grad(ctx, grad_outputs[0], pre, saved[1], saved[2]);
+      at::Tensor h, dpre;
+      if (dh.defined()) {
+        std::tie(h, dpre) = gelu_and_grad.call(pre, dh);
+      } else {
+        h = at::gelu(pre);
+      }
+      grads = conv_params_grads(ctx, grad_outputs[0], h, saved[1], saved[2], dpre);
+    } else {
+      grads = conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
     }
-    auto grads = conv_backward(ctx, grad_outputs[0], x, saved[1], saved[2]);
-    if (GELU && grads[0].defined()) grads[0] = at::gelu_backward(grads[0], saved[0]);
     grads.resize(kForwardArgs);
     return grads;
   }

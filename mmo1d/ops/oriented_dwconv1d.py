@@ -54,6 +54,12 @@ def _backward_params_fake(grad_output, input, weight, theta, stride, rounding, s
             torch.empty(input.shape[1:2] if need_bias else (0, ), dtype=input.dtype, device=input.device))
 
 
+@torch.library.register_fake('mmo1d::gelu_and_grad')
+def _gelu_and_grad_fake(pre, grad):
+    # (gelu(pre), gelu_backward(grad, pre)), the backward of oriented_dwconv1d_gelu's GELU.
+    return torch.empty_like(pre), torch.empty_like(pre)
+
+
 def oriented_dwconv1d(input: Tensor,
                       weight: Tensor,
                       theta: Tensor,

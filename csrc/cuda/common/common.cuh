@@ -32,6 +32,22 @@ inline bool aligned16(const at::Tensor& t) {
   return aligned_to(t, 16);
 }
 
+// f(T{}) with T the storage type of a float32, float16 or bfloat16 tensor (the element-wise kernels'
+// dtypes); an error naming `what` for any other.
+template <typename F>
+void dispatch_float_half_bf16(at::ScalarType t, const char* what, F&& f) {
+  switch (t) {
+    case at::kFloat:
+      return f(float{});
+    case at::kHalf:
+      return f(c10::Half{});
+    case at::kBFloat16:
+      return f(c10::BFloat16{});
+    default:
+      TORCH_CHECK(false, what, ": unsupported dtype ", t);
+  }
+}
+
 inline int ceil_div(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
 }

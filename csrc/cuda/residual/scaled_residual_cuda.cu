@@ -60,16 +60,7 @@ __global__ void __launch_bounds__(kResidualThreads) scaled_residual_kernel(const
 
 template <typename F>
 void dispatch_kernel_dtype(at::ScalarType t, F&& f) {
-  switch (t) {
-    case at::kFloat:
-      return f(float{});
-    case at::kHalf:
-      return f(c10::Half{});
-    case at::kBFloat16:
-      return f(c10::BFloat16{});
-    default:
-      TORCH_CHECK(false, "scaled_residual: unsupported dtype ", t);
-  }
+  cuda::dispatch_float_half_bf16(t, "scaled_residual", std::forward<F>(f));
 }
 
 // out = shortcut (when defined) + branch * scale, in the kernel's domain (out allocated by the caller,
