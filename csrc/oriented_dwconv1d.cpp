@@ -159,10 +159,11 @@ class ConvFunction : public torch::autograd::Function<Derived> {
           find_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>("mmo1d::gelu_and_grad");
       at::NoGradGuard no_grad;
       const at::Tensor& pre = saved[0];
-      const at::Tensor dh = conv_input_grad(ctx, grad_outputs[0], pre, saved[1], saved[2]);
+      at::Tensor dh = conv_input_grad(ctx, grad_outputs[0], pre, saved[1], saved[2]);
       at::Tensor h, dpre;
       if (dh.defined()) {
         std::tie(h, dpre) = gelu_and_grad.call(pre, dh);
+        dh.reset();  // freed before the weight gradient: no more 4C tensors alive than before
       } else {
         h = at::gelu(pre);
       }
