@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU job of the project, one stage of a few minutes at a time; logs and results go to OUT_DIR:
 #
-#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/ if present): build.log
+#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid/ if present): build.log
 #   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs: gpu_tests.log
 #   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
 #                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
@@ -14,7 +14,8 @@
 #   bash .dev_scripts/gpu.sh models      OUT_DIR [benchmark_model.py options]
 #   bash .dev_scripts/gpu.sh models-ab   OUT_DIR [benchmark_model.py options]  # the models of the build in
 #                                                  # .old/, then of this tree (OLD_COMMIT names .old's commit),
-#                                                  # one size: models_ab.md, kernel ms new / old
+#                                                  # one size: models_ab.md, kernel ms new / old; OLD_DIR and
+#                                                  # NEW_DIR (NEW_COMMIT) pick other trees, e.g. .mid/
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
@@ -30,7 +31,8 @@
 #   bash .dev_scripts/gpu.sh scaling     OUT_DIR [options]          # .dev_scripts/gpu_downstream.sh scaling
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
-# README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against. PYTHON picks the
+# README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against; .mid/ a second one (two steps
+# of a branch timed in one session: .old against .mid, then .mid against this tree). PYTHON picks the
 # interpreter (default: python, else python3); TORCH_CUDA_ARCH_LIST defaults to the visible GPU's
 # architecture; PYTEST_ARGS adds pytest options to `tests`; SOURCE_COMMIT names the commit built where
 # the checkout has no .git. The repository root goes first on PYTHONPATH.
@@ -64,10 +66,13 @@ case "$STAGE" in
   build)
     start=$(date +%s)
     jobs=$(nproc 2>/dev/null || echo 8)
-    if [ -d .old ]; then
-      jobs=$(((jobs + 1) / 2))  # both builds at once, the cores shared evenly
-      (cd .old && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/old_build.log" 2>&1; echo "old build: $?") &
-    fi
+    extra=()
+    for tree in .old .mid; do [ -d "$tree" ] && extra+=("$tree"); done
+    jobs=$(((jobs + ${#extra[@]}) / (${#extra[@]} + 1)))  # every build at once, the cores shared evenly
+    for tree in ${extra[@]+"${extra[@]}"}; do
+      (cd "$tree" && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/${tree#.}_build.log" 2>&1
+       echo "${tree#.} build: $?") &
+    done
     MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
     rc=$?
     echo "build: $rc after $(($(date +%s) - start)) s"
@@ -163,10 +168,11 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
     ;;
   models-ab)
-    if [ ! -d .old/mmo1d ]; then echo "models-ab: no .old/ tree (see the head of $0)" >&2; exit 2; fi
+    old_dir=$ROOT/${OLD_DIR:-.old} new_dir=$ROOT/${NEW_DIR:-.}
+    if [ ! -d "$old_dir/mmo1d" ]; then echo "models-ab: no tree in $old_dir (see the head of $0)" >&2; exit 2; fi
     for build in old new; do
-      dir=$ROOT commit=${SOURCE_COMMIT:-}
-      [ "$build" = old ] && dir=$ROOT/.old commit=${OLD_COMMIT:-old}
+      dir=$new_dir commit=${NEW_COMMIT:-${SOURCE_COMMIT:-}}
+      [ "$build" = old ] && dir=$old_dir commit=${OLD_COMMIT:-old}
       echo "== $build build ($dir): $OUT/models_ab_$build.log"
       if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" \
         "$ROOT/tools/analysis_tools/benchmark_model.py" --out-dir "$OUT/$build" --kernel-times "$@" \
