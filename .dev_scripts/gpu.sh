@@ -32,7 +32,7 @@
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
 # README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against; .mid/ a second one (two steps
-# of a branch timed in one session: .old against .mid, then .mid against this tree). PYTHON picks the
+# of a branch timed on one machine: .old against .mid, then .mid against this tree). PYTHON picks the
 # interpreter (default: python, else python3); TORCH_CUDA_ARCH_LIST defaults to the visible GPU's
 # architecture; PYTEST_ARGS adds pytest options to `tests`; SOURCE_COMMIT names the commit built where
 # the checkout has no .git. The repository root goes first on PYTHONPATH.
