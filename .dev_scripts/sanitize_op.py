@@ -4,7 +4,8 @@ interpolated ones with learnable angles), all at small sizes; with and without b
 with the same angles (table cache build, then hit). Then the channels-last layer norm's forward and
 backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts), and
 the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels) and the
-GELU of the "++" convolution's backward (``gelu_and_grad``: vector and element-wise packs).
+GELU of the "++" convolution's backward (``gelu_and_grad``: vector and element-wise packs, with and
+without a bias).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
@@ -165,25 +166,32 @@ def run_residual(case: tuple, seed: int) -> None:
     torch.cuda.synchronize()
 
 
-# (shape, dtype, channels_last, offset in elements) of gelu_and_grad: 16-byte packs in both layouts,
-# element-wise ones where the size or the offset breaks them.
+# (shape, dtype, channels_last, offset in elements, bias) of gelu_and_grad: without a bias, 16-byte packs
+# in both layouts and element-wise ones where the size or the offset breaks them; with a bias
+# ('grad': the backward's call, 'forward': the GELU output alone), channels_last rows in one to three
+# column chunks.
 GELU_CASES = [
-    ((3, 96, 14, 13), torch.bfloat16, True, 0),
-    ((2, 40, 9, 8), torch.float32, False, 0),
-    ((2, 18, 7, 5), torch.float16, True, 0),  # 1260 elements: not a multiple of 8
-    ((2, 16, 6, 6), torch.float16, False, 1),
+    ((3, 96, 14, 13), torch.bfloat16, True, 0, None),
+    ((2, 40, 9, 8), torch.float32, False, 0, None),
+    ((2, 18, 7, 5), torch.float16, True, 0, None),  # 1260 elements: not a multiple of 8
+    ((2, 16, 6, 6), torch.float16, False, 1, None),
+    ((3, 384, 7, 9), torch.bfloat16, True, 0, 'grad'),
+    ((2, 4096, 3, 3), torch.float16, True, 0, 'grad'),
+    ((2, 48, 5, 5), torch.float32, True, 0, 'forward'),
+    ((1, 6144, 2, 3), torch.bfloat16, True, 0, 'grad'),
 ]
 
 
 def run_gelu(case: tuple, seed: int) -> None:
-    shape, dtype, channels_last, offset = case
+    shape, dtype, channels_last, offset, bias = case
     g = torch.Generator().manual_seed(seed)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     size = math.prod(shape)
     pre, grad = (torch.randn(size + offset, generator=g).to('cuda', dtype)[offset:].view(shape) for _ in range(2))
     if channels_last:
         pre, grad = (t.contiguous(memory_format=fmt) for t in (pre, grad))
-    torch.ops.mmo1d.gelu_and_grad(pre, grad)
+    b = None if bias is None else torch.randn(shape[1], generator=g).cuda()
+    torch.ops.mmo1d.gelu_and_grad(pre, None if bias == 'forward' else grad, b)
     torch.cuda.synchronize()
 
 
@@ -240,7 +248,7 @@ def main() -> None:
         if i % shards != shard:
             continue
         run_gelu(case, i)
-        print('gelu_and_grad', case[0], str(case[1]).replace('torch.', ''), flush=True)
+        print('gelu_and_grad', case[0], str(case[1]).replace('torch.', ''), case[4] or '', flush=True)
     missing = missing_paths(seen)
     if missing and not args.quick and shards == 1:
         raise SystemExit(f'paths not covered: {", ".join(missing)}')

@@ -1,28 +1,88 @@
-// Schema and CPU kernel of mmo1d::gelu_and_grad (gelu_and_grad.h); the CUDA kernel lives in
-// cuda/gelu/gelu_and_grad_cuda.cu. No autograd kernel: the op runs inside a backward.
+// Schema and CPU kernel of mmo1d::gelu_and_grad (gelu_and_grad.h); the CUDA kernels live in
+// cuda/gelu/gelu_and_grad_cuda.cu. No autograd kernel: the op runs inside oriented_dwconv1d_gelu.
 #include "gelu_and_grad.h"
 
 #include <torch/library.h>
 
+#include <vector>
+
 namespace mmo1d {
 
-bool gelu_and_grad_in_kernel_domain(const at::Tensor& pre, const at::Tensor& grad) {
+namespace {
+
+bool given(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+}  // namespace
+
+void check_gelu_and_grad_args(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
+                              const c10::optional<at::Tensor>& bias) {
+  TORCH_CHECK(at::isFloatingType(pre.scalar_type()), "gelu_and_grad: pre must be floating point, got ",
+              pre.scalar_type());
+  if (given(grad)) {
+    TORCH_CHECK(grad->sizes() == pre.sizes() && grad->scalar_type() == pre.scalar_type() &&
+                    grad->device() == pre.device(),
+                "gelu_and_grad: grad must have pre's shape, dtype and device, got ", grad->sizes(), " ",
+                grad->scalar_type(), " on ", grad->device(), " for ", pre.sizes(), " ", pre.scalar_type(), " on ",
+                pre.device());
+  }
+  if (given(bias)) {
+    TORCH_CHECK(pre.dim() >= 2, "gelu_and_grad: a bias needs pre of 2 or more dims (channels in dim 1), got ",
+                pre.sizes());
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == pre.size(1) && at::isFloatingType(bias->scalar_type()) &&
+                    bias->device() == pre.device(),
+                "gelu_and_grad: bias must be a floating-point (C,) tensor on pre's device with C = ", pre.size(1),
+                ", got ", bias->sizes(), " ", bias->scalar_type(), " on ", bias->device());
+  }
+}
+
+bool gelu_and_grad_in_kernel_domain(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
+                                    const c10::optional<at::Tensor>& bias) {
   const at::ScalarType t = pre.scalar_type();
   if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
-  return grad.scalar_type() == t && grad.device() == pre.device() && grad.sizes() == pre.sizes() &&
-         grad.strides() == pre.strides() && pre.is_non_overlapping_and_dense() && pre.numel() < (int64_t(1) << 31);
+  if (!pre.is_non_overlapping_and_dense() || pre.numel() >= (int64_t(1) << 31)) return false;
+  if (given(grad) && grad->strides() != pre.strides()) return false;
+  if (!given(bias)) return given(grad);
+  const int64_t pack = 16 / static_cast<int64_t>(pre.element_size());
+  return pre.dim() == 4 && pre.is_contiguous(at::MemoryFormat::ChannelsLast) && pre.size(1) % pack == 0;
 }
 
-std::tuple<at::Tensor, at::Tensor> gelu_and_grad_composite(const at::Tensor& pre, const at::Tensor& grad) {
-  return {at::gelu(pre), at::gelu_backward(grad, pre)};
+GeluAndGrad gelu_and_grad_composite(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
+                                    const c10::optional<at::Tensor>& bias) {
+  const at::Tensor none = at::empty({0}, pre.options());
+  if (!given(bias)) {
+    return {at::gelu(pre), given(grad) ? at::gelu_backward(*grad, pre) : none, none};
+  }
+  const at::ScalarType opmath = pre.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  std::vector<int64_t> shape(pre.dim(), 1);
+  shape[1] = pre.size(1);
+  const at::Tensor x = pre.to(opmath) + bias->to(opmath).view(shape);
+  at::Tensor h = at::gelu(x).to(pre.scalar_type());
+  if (!given(grad)) return {h, none, at::empty({0}, bias->options())};
+  at::Tensor dpre = at::gelu_backward(grad->to(opmath), x).to(pre.scalar_type());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < pre.dim(); ++d) {
+    if (d != 1) dims.push_back(d);
+  }
+  at::Tensor dbias = dpre.sum(dims, /*keepdim=*/false, opmath).to(bias->scalar_type());
+  return {h, dpre, dbias};
 }
+
+namespace {
+
+GeluAndGrad gelu_and_grad_cpu(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
+                              const c10::optional<at::Tensor>& bias) {
+  check_gelu_and_grad_args(pre, grad, bias);
+  return gelu_and_grad_composite(pre, grad, bias);
+}
+
+}  // namespace
 
 TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
-  m.def("gelu_and_grad(Tensor pre, Tensor grad) -> (Tensor, Tensor)");
+  m.def("gelu_and_grad(Tensor pre, Tensor? grad, Tensor? bias=None) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {
-  m.impl("gelu_and_grad", &gelu_and_grad_composite);
+  m.impl("gelu_and_grad", &gelu_and_grad_cpu);
 }
 
 }  // namespace mmo1d

@@ -11,6 +11,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "gelu_and_grad.h"
 #include "op_registration.h"
 
 namespace mmo1d {
@@ -19,6 +20,11 @@ namespace {
 
 using ForwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&,
                              int64_t, c10::string_view, double, double, bool);
+using GeluForwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const c10::optional<at::Tensor>&, int64_t, c10::string_view, double, double, bool,
+                                 const c10::optional<at::Tensor>&);
+using GeluAndGradFn = GeluAndGrad(const at::Tensor&, const c10::optional<at::Tensor>&,
+                                  const c10::optional<at::Tensor>&);
 using BackwardInputFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
                                    c10::string_view, double, double, bool);
 using BackwardParamsFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
@@ -33,15 +39,18 @@ c10::TypedOperatorHandle<Fn> find_op(const char* name) {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Arguments of the Functions' forward after ctx: one gradient (or none) each.
-constexpr size_t kForwardArgs = 11;
+// Arguments of the Functions' forward after ctx: one gradient (or none) each; the GELU form's pre_bias
+// is the one after residual. (needs_input_grad counts the tensors given only: input, weight, theta, then
+// bias and pre_bias where given.)
+constexpr size_t kForwardArgs = 12;
+constexpr size_t kPreBiasArg = 9;
 
 // The op's input gradient (undefined when not needed). It reads only the shape, dtype and layout of
 // `input`.
 at::Tensor conv_input_grad(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
-                           const at::Tensor& weight, const at::Tensor& theta) {
+                           const at::Tensor& weight, const at::Tensor& theta, bool needed) {
   static auto input_op = find_op<BackwardInputFn>("mmo1d::oriented_dwconv1d_backward_input");
-  if (!ctx->needs_input_grad(0)) return at::Tensor();
+  if (!needed) return at::Tensor();
   const BelowAutogradWithoutGraph below_autograd;
   return input_op.call(grad, input, weight, theta, ctx->saved_data["stride"].toInt(),
                        ctx->saved_data["rounding"].toStringRef(), ctx->saved_data["sigma"].toDouble(),
@@ -81,7 +90,8 @@ variable_list conv_params_grads(AutogradContext* ctx, const at::Tensor& grad, co
 
 variable_list conv_backward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
                             const at::Tensor& weight, const at::Tensor& theta) {
-  return conv_params_grads(ctx, grad, input, weight, theta, conv_input_grad(ctx, grad, input, weight, theta));
+  return conv_params_grads(ctx, grad, input, weight, theta,
+                           conv_input_grad(ctx, grad, input, weight, theta, ctx->needs_input_grad(0)));
 }
 
 // The weight and bias a call computes with. Under autocast (autocast_dtype given) the eligible ones
@@ -115,36 +125,42 @@ void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, i
   ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
 }
 
-// oriented_dwconv1d(gelu(pre), ...) without autograd (inference tensors, autocast's inner
+// oriented_dwconv1d(gelu(pre + pre_bias), ...) without autograd (inference tensors, autocast's inner
 // call, the autograd node's forward).
 at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
                         const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                        double sigma, double radius, bool residual) {
+                        double sigma, double radius, bool residual, const c10::optional<at::Tensor>& pre_bias) {
   static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
-  return op.call(at::gelu(pre), weight, theta, bias, stride, rounding, sigma, radius, residual);
+  static auto gelu_op = find_op<GeluAndGradFn>("mmo1d::gelu_and_grad");
+  const at::Tensor h = pre_bias.has_value() && pre_bias->defined()
+                           ? std::get<0>(gelu_op.call(pre, c10::nullopt, pre_bias))
+                           : at::gelu(pre);
+  return op.call(h, weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
 // The op's autograd node, in C++ so that a call costs no more host time than an ATen convolution's.
-// GELU: the op on h = gelu(pre) (exact GELU) that saves pre, not h; backward takes the op's input
-// gradient dh (which reads only the shape, dtype and layout that h shares with pre), then in one pass
-// over pre makes h again and GELU's gradient of dh (mmo1d::gelu_and_grad), then the weight, angle and
-// bias gradients at h. Where pre is kept anyway (a GELU's backward keeps it), this saves one
-// activation; one node of autograd instead of two, no Python in backward.
-// Derived names the node (profiles show it).
+// GELU: the op on h = gelu(pre + pre_bias) (exact GELU; pre_bias optional, per channel) that saves pre,
+// not h; backward takes the op's input gradient dh (which reads only the shape, dtype and layout that h
+// shares with pre), then in one pass over pre makes h again, GELU's gradient of dh and pre_bias's
+// gradient (mmo1d::gelu_and_grad), then the weight, angle and bias gradients at h. Where pre is kept
+// anyway (a GELU's backward keeps it), this saves one activation; one node of autograd instead of two,
+// no Python in backward; pre_bias, the bias of the Linear that makes pre, gets its gradient without a
+// pass of its own. Derived names the node (profiles show it).
 template <typename Derived, bool GELU>
 class ConvFunction : public torch::autograd::Function<Derived> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& theta, const c10::optional<at::Tensor>& bias, int64_t stride,
                             c10::string_view rounding, double sigma, double radius, bool residual,
+                            const c10::optional<at::Tensor>& pre_bias = c10::nullopt,
                             c10::optional<at::ScalarType> autocast_dtype = c10::nullopt,
                             c10::DeviceType device_type = c10::DeviceType::CPU) {
     at::AutoDispatchBelowADInplaceOrView guard;
     const CallParams p = call_params(ctx, weight, bias, autocast_dtype, device_type);
-    ctx->save_for_backward({input, p.weight, theta});
+    ctx->save_for_backward({input, p.weight, theta, pre_bias.has_value() ? *pre_bias : at::Tensor()});
     save_options(ctx, bias, stride, rounding, sigma, radius, residual);
     if constexpr (GELU) {
-      return forward_gelu(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
+      return forward_gelu(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual, pre_bias);
     } else {
       static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
       return op.call(input, p.weight, theta, p.bias, stride, rounding, sigma, radius, residual);
@@ -155,23 +171,27 @@ class ConvFunction : public torch::autograd::Function<Derived> {
     const auto saved = ctx->get_saved_variables();
     variable_list grads;
     if constexpr (GELU) {
-      static auto gelu_and_grad =
-          find_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>("mmo1d::gelu_and_grad");
+      static auto gelu_and_grad = find_op<GeluAndGradFn>("mmo1d::gelu_and_grad");
       at::NoGradGuard no_grad;
       const at::Tensor& pre = saved[0];
-      at::Tensor dh = conv_input_grad(ctx, grad_outputs[0], pre, saved[1], saved[2]);
-      at::Tensor h, dpre;
-      if (dh.defined()) {
-        std::tie(h, dpre) = gelu_and_grad.call(pre, dh);
-        dh.reset();  // freed before the weight gradient: no more 4C tensors alive than before
-      } else {
-        h = at::gelu(pre);
-      }
+      const c10::optional<at::Tensor> pre_bias =
+          saved[3].defined() ? c10::optional<at::Tensor>(saved[3]) : c10::nullopt;
+      const bool pre_bias_grad =
+          pre_bias.has_value() && ctx->needs_input_grad(ctx->saved_data["has_bias"].toBool() ? 4 : 3);
+      at::Tensor dh =
+          conv_input_grad(ctx, grad_outputs[0], pre, saved[1], saved[2], ctx->needs_input_grad(0) || pre_bias_grad);
+      at::Tensor h, dpre, dpre_bias;
+      std::tie(h, dpre, dpre_bias) =
+          gelu_and_grad.call(pre, dh.defined() ? c10::optional<at::Tensor>(dh) : c10::nullopt, pre_bias);
+      dh.reset();  // freed before the weight gradient: no more 4C tensors alive than before
+      if (!ctx->needs_input_grad(0)) dpre.reset();
       grads = conv_params_grads(ctx, grad_outputs[0], h, saved[1], saved[2], dpre);
+      grads.resize(kForwardArgs);
+      if (pre_bias_grad) grads[kPreBiasArg] = dpre_bias;
     } else {
       grads = conv_backward(ctx, grad_outputs[0], saved[0], saved[1], saved[2]);
+      grads.resize(kForwardArgs);
     }
-    grads.resize(kForwardArgs);
     return grads;
   }
 };
@@ -187,31 +207,56 @@ at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, c
 
 at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
                                  const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                                 double sigma, double radius, bool residual) {
-  return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual);
+                                 double sigma, double radius, bool residual,
+                                 const c10::optional<at::Tensor>& pre_bias) {
+  return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual,
+                                             pre_bias);
 }
 
 // Under autocast the op runs in the autocast dtype, like conv2d; theta is never cast (offsets are
 // always computed from float32 angles). The input is cast as cached_cast casts it; with a graph to
 // record, the weight and bias are cast inside the autograd node (call_params), else here. GELU:
-// oriented_dwconv1d_gelu, whose pre is cast as the op's input would be (GELU runs in its input's dtype).
+// oriented_dwconv1d_gelu, whose pre is cast as the op's input would be (GELU runs in its input's dtype);
+// its pre_bias is never cast (added to pre in float32).
 template <c10::DispatchKey autocast_key, c10::DeviceType device_type, bool GELU>
-at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
-                            const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
-                            double sigma, double radius, bool residual) {
+at::Tensor autocast_call(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                         const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                         double sigma, double radius, bool residual, const c10::optional<at::Tensor>& pre_bias) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
   const auto dtype = at::autocast::get_autocast_dtype(device_type);
   const at::Tensor x = at::autocast::cached_cast(dtype, input, device_type);
   if (at::GradMode::is_enabled() && !c10::InferenceMode::is_enabled()) {
     using Function = std::conditional_t<GELU, OrientedDWConv1dGeluFunction, OrientedDWConv1dFunction>;
-    return Function::apply(x, weight, theta, bias, stride, rounding, sigma, radius, residual,
+    return Function::apply(x, weight, theta, bias, stride, rounding, sigma, radius, residual, pre_bias,
                            c10::optional<at::ScalarType>(dtype), device_type);
   }
   c10::optional<at::Tensor> cast_bias;
   if (bias.has_value() && bias->defined()) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
-  static auto op = find_op<ForwardFn>(GELU ? "mmo1d::oriented_dwconv1d_gelu" : "mmo1d::oriented_dwconv1d");
-  return op.call(x, at::autocast::cached_cast(dtype, weight, device_type), theta, cast_bias, stride, rounding, sigma,
-                 radius, residual);
+  const at::Tensor cast_weight = at::autocast::cached_cast(dtype, weight, device_type);
+  if constexpr (GELU) {
+    static auto op = find_op<GeluForwardFn>("mmo1d::oriented_dwconv1d_gelu");
+    return op.call(x, cast_weight, theta, cast_bias, stride, rounding, sigma, radius, residual, pre_bias);
+  } else {
+    static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
+    return op.call(x, cast_weight, theta, cast_bias, stride, rounding, sigma, radius, residual);
+  }
+}
+
+template <c10::DispatchKey autocast_key, c10::DeviceType device_type>
+at::Tensor forward_autocast(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                            const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                            double sigma, double radius, bool residual) {
+  return autocast_call<autocast_key, device_type, false>(input, weight, theta, bias, stride, rounding, sigma, radius,
+                                                         residual, c10::nullopt);
+}
+
+template <c10::DispatchKey autocast_key, c10::DeviceType device_type>
+at::Tensor forward_gelu_autocast(const at::Tensor& pre, const at::Tensor& weight, const at::Tensor& theta,
+                                 const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
+                                 double sigma, double radius, bool residual,
+                                 const c10::optional<at::Tensor>& pre_bias) {
+  return autocast_call<autocast_key, device_type, true>(pre, weight, theta, bias, stride, rounding, sigma, radius,
+                                                        residual, pre_bias);
 }
 
 }  // namespace
@@ -221,11 +266,11 @@ TORCH_LIBRARY(mmo1d, m) {
                     "oriented_dwconv1d(Tensor input, Tensor weight, Tensor theta, Tensor? bias, int stride, "
                     "str rounding, float sigma, float radius, bool residual) -> Tensor",
                     forward_autograd);
-  // oriented_dwconv1d(gelu(pre), ...) with the exact GELU, keeping pre instead of gelu(pre) for
-  // backward (OrientedDWConv1dGeluFunction).
+  // oriented_dwconv1d(gelu(pre + pre_bias), ...) with the exact GELU (pre_bias per channel, optional),
+  // keeping pre instead of the GELU output for backward (OrientedDWConv1dGeluFunction).
   def_with_autograd(m,
                     "oriented_dwconv1d_gelu(Tensor pre, Tensor weight, Tensor theta, Tensor? bias, int stride, "
-                    "str rounding, float sigma, float radius, bool residual) -> Tensor",
+                    "str rounding, float sigma, float radius, bool residual, Tensor? pre_bias=None) -> Tensor",
                     forward_gelu_autograd);
   m.impl("oriented_dwconv1d_gelu", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, &forward_gelu));
   m.def(
@@ -248,13 +293,13 @@ TORCH_LIBRARY(mmo1d, m) {
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCPU, m) {
-  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU, false>);
-  m.impl("oriented_dwconv1d_gelu", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU, true>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
+  m.impl("oriented_dwconv1d_gelu", forward_gelu_autocast<c10::DispatchKey::AutocastCPU, c10::DeviceType::CPU>);
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, AutocastCUDA, m) {
-  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA, false>);
-  m.impl("oriented_dwconv1d_gelu", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA, true>);
+  m.impl("oriented_dwconv1d", forward_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
+  m.impl("oriented_dwconv1d_gelu", forward_gelu_autocast<c10::DispatchKey::AutocastCUDA, c10::DeviceType::CUDA>);
 }
 
 }  // namespace mmo1d

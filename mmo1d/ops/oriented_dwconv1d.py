@@ -37,7 +37,7 @@ def _forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, r
 
 
 @torch.library.register_fake('mmo1d::oriented_dwconv1d_gelu')
-def _forward_gelu_fake(pre, weight, theta, bias, stride, rounding, sigma, radius, residual):
+def _forward_gelu_fake(pre, weight, theta, bias, stride, rounding, sigma, radius, residual, pre_bias=None):
     return _forward_fake(pre, weight, theta, bias, stride, rounding, sigma, radius, residual)
 
 
@@ -55,9 +55,14 @@ def _backward_params_fake(grad_output, input, weight, theta, stride, rounding, s
 
 
 @torch.library.register_fake('mmo1d::gelu_and_grad')
-def _gelu_and_grad_fake(pre, grad):
-    # (gelu(pre), gelu_backward(grad, pre)), the backward of oriented_dwconv1d_gelu's GELU.
-    return torch.empty_like(pre), torch.empty_like(pre)
+def _gelu_and_grad_fake(pre, grad, bias=None):
+    # (gelu(pre + bias), gelu_backward(grad, pre + bias), its sum over every dim but 1): the GELU of
+    # oriented_dwconv1d_gelu; the last two empty without grad, the last without bias.
+    dpre = torch.empty_like(pre) if grad is not None else pre.new_empty((0, ))
+    if bias is None:
+        return torch.empty_like(pre), dpre, pre.new_empty((0, ))
+    dbias = bias.new_empty((pre.shape[1], ) if grad is not None else (0, ))
+    return torch.empty_like(pre), dpre, dbias
 
 
 def oriented_dwconv1d(input: Tensor,
@@ -108,17 +113,31 @@ def oriented_dwconv1d_gelu(pre: Tensor,
                            rounding: str = 'trunc',
                            residual: bool = False,
                            sigma: float = DEFAULT_SIGMA,
-                           radius: float = DEFAULT_RADIUS) -> Tensor:
-    """``oriented_dwconv1d(F.gelu(pre), ...)`` (the exact GELU) keeping ``pre``, not its GELU, for backward.
+                           radius: float = DEFAULT_RADIUS,
+                           pre_bias: Optional[Tensor] = None) -> Tensor:
+    """``oriented_dwconv1d(F.gelu(pre + pre_bias), ...)`` (the exact GELU) keeping ``pre``, not its GELU,
+    for backward.
 
-    Backward makes ``gelu(pre)`` again. Where ``pre`` is kept anyway this saves one activation, as a
+    Backward makes the GELU output again. Where ``pre`` is kept anyway this saves one activation, as a
     recompute through saved-tensor hooks would, but in one autograd node in C++: the "++" blocks call
     it on the output of their first Linear. Arguments and result as :func:`oriented_dwconv1d`, with
-    ``pre`` in the place of ``input``; values and gradients are those of the two calls, bit for bit.
+    ``pre`` in the place of ``input``. Without ``pre_bias``, values and gradients are those of the two
+    calls, bit for bit.
+
+    Args:
+        pre_bias (Tensor, optional): (C,) added to ``pre`` per channel before the GELU, in float32
+            (float64 for a float64 ``pre``) and never cast by autocast: the bias of the Linear that
+            makes ``pre``, whose gradient then comes from the pass that makes GELU's gradient instead of
+            a reduction of its own. The GELU output is ``F.gelu(pre.float() + pre_bias.float())`` rounded
+            to ``pre``'s dtype; ``pre_bias`` gets the sum of ``pre``'s gradient over every other dim (in
+            float32, in its own dtype). Default: None.
     """
     _check_call('oriented_dwconv1d_gelu', pre, weight, stride, rounding, sigma, radius)
+    if pre_bias is not None and (pre_bias.dim() != 1 or pre.dim() != 4 or pre_bias.shape[0] != pre.shape[1]):
+        raise ValueError(f'oriented_dwconv1d_gelu: pre_bias must have shape (C,) = ({pre.shape[1]},) for pre '
+                         f'{tuple(pre.shape)}, got {tuple(pre_bias.shape)}')
     return _ops.oriented_dwconv1d_gelu(pre, weight, theta, bias, stride, rounding, float(sigma), float(radius),
-                                       residual)
+                                       residual, pre_bias)
 
 
 def _check_call(op: str, input: Tensor, weight: Tensor, stride: int, rounding: str, sigma: float,
@@ -314,11 +333,11 @@ class OrientedDWConv1d(nn.Module):
         return oriented_dwconv1d(x, self.weight, self.theta, self.bias, self.stride, self.rounding, self.residual,
                                  self.sigma, self.radius)
 
-    def forward_gelu(self, pre: Tensor) -> Tensor:
-        """``forward(F.gelu(pre))``, keeping ``pre`` instead of its GELU for backward
+    def forward_gelu(self, pre: Tensor, pre_bias: Optional[Tensor] = None) -> Tensor:
+        """``forward(F.gelu(pre + pre_bias))``, keeping ``pre`` instead of the GELU output for backward
         (:func:`oriented_dwconv1d_gelu`)."""
         return oriented_dwconv1d_gelu(pre, self.weight, self.theta, self.bias, self.stride, self.rounding,
-                                      self.residual, self.sigma, self.radius)
+                                      self.residual, self.sigma, self.radius, pre_bias)
 
     def extra_repr(self) -> str:
         s = (f'{self.channels}, kernel_size={self.kernel_size}, stride={self.stride}, '

@@ -116,3 +116,55 @@ def test_bad_arguments_name_the_op():
         oriented_dwconv1d_gelu(x, weight.view(8, 5, 1, 1), theta, bias)
     with pytest.raises(ValueError, match='oriented_dwconv1d_gelu'):
         oriented_dwconv1d_gelu(x, weight, theta, bias, rounding='nearest')
+
+
+def _composition_with_pre_bias(pre, weight, theta, bias, pre_bias, **kwargs):
+    # GELU on the float32 sum pre + pre_bias (float64 for float64), rounded to pre's dtype.
+    opmath = torch.float64 if pre.dtype == torch.float64 else torch.float32
+    x = pre.to(opmath) + pre_bias.to(opmath).view(1, -1, 1, 1)
+    return oriented_dwconv1d(F.gelu(x).to(pre.dtype), weight, theta, bias, **kwargs)
+
+
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('layout', ['channels_last', 'nchw'])
+@pytest.mark.parametrize('autocast', [False, True])
+def test_pre_bias_equals_gelu_of_the_sum_then_op(device, dtype, layout, autocast):
+    # The "++" blocks' call: pre from a Linear without its bias, the bias added in the GELU's pass.
+    # Output and the gradients of pre, weight and bias bit for bit those of the composition; the
+    # pre_bias's gradient the float32 sum of pre's (the composition sums before rounding).
+    if autocast and dtype != torch.float32:
+        pytest.skip('autocast takes float32 leaves')
+    amp_dtype = torch.bfloat16 if device == 'cpu' else torch.float16
+    x, weight, theta, bias = make_inputs(2, 32, 11, 13, 15, dtype=dtype, device=device, seed=3)
+    pre = x.contiguous(memory_format=FORMATS[layout])
+    pre_bias = torch.randn(32, generator=torch.Generator().manual_seed(1)).to(device)
+    g = torch.randn(2, 32, 11, 13, generator=torch.Generator().manual_seed(2)).to(device)
+    results = []
+    for fn in (oriented_dwconv1d_gelu, _composition_with_pre_bias):
+        leaves = [t.detach().clone().requires_grad_() for t in (pre, weight, bias, pre_bias)]
+        p, w, b, pb = leaves
+        with torch.autocast(device, dtype=amp_dtype, enabled=autocast):
+            p_in = p.to(amp_dtype) if autocast else p  # as the autocast Linear before it would give it
+            if fn is oriented_dwconv1d_gelu:
+                out = fn(p_in, w, theta, b, residual=True, pre_bias=pb)
+            else:
+                out = fn(p_in, w, theta, b, pb, residual=True)
+        out.backward(g.to(out.dtype).contiguous(memory_format=FORMATS[layout]))
+        results.append([out.detach(), p.grad, w.grad, b.grad, pb.grad])
+    for got, want in zip(results[0][:4], results[1][:4]):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
+    dpb = results[0][4]
+    assert dpb.dtype == torch.float32 and dpb.shape == (32, )
+    if not autocast:  # pre.grad is GELU's gradient as rounded: the sum of it over every dim but 1
+        d = results[0][1].double().cpu()
+        bound = d.numel() // 32 * 2.0**-24 * d.abs().sum((0, 2, 3)) + 1e-30
+        assert ((dpb.double().cpu() - d.sum((0, 2, 3))).abs() <= bound).all()
+    assert rel_err(dpb, results[1][4]) < RTOL[dtype if not autocast else amp_dtype]
+
+
+def test_pre_bias_of_the_wrong_shape_names_the_op():
+    x, weight, theta, bias = make_inputs(1, 8, 9, 9, 5, seed=5)
+    with pytest.raises(ValueError, match=r'oriented_dwconv1d_gelu: pre_bias must have shape \(C,\) = \(8,\)'):
+        oriented_dwconv1d_gelu(x, weight, theta, bias, pre_bias=torch.zeros(9))

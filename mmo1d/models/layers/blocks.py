@@ -16,11 +16,14 @@ design    ``dw`` (on C channels)         ``mid`` (on the 4C hidden tensor)
 
 Inside a block the tensor stays channels-last: (N, C, H, W) tensors are channels_last-strided
 views of NHWC memory, so the permutes around the LayerNorm and the Linear layers cost nothing.
-The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly.
+The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly. In the
+"++" blocks' training forward, ``pw1``'s bias is added in the pass that makes the GELU output, which
+also gives its gradient (:meth:`OrientedConvNeXtBlock._mid`).
 """
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmengine.model import BaseModule
 from torch import Tensor, nn
@@ -62,6 +65,15 @@ class DropPath(nn.Module):
 
     def extra_repr(self) -> str:
         return f'drop_prob={self.drop_prob}'
+
+
+def _plain_linear(layer: nn.Module) -> bool:
+    """``layer`` is an ``nn.Linear`` with a bias and no forward hooks: its product and bias may be
+    computed apart."""
+    module_hooks = nn.modules.module
+    return (type(layer) is nn.Linear and layer.bias is not None and not layer._forward_hooks
+            and not layer._forward_pre_hooks and not module_hooks._global_forward_hooks
+            and not module_hooks._global_forward_pre_hooks)
 
 
 class OrientedConvNeXtBlock(BaseModule):
@@ -128,25 +140,32 @@ class OrientedConvNeXtBlock(BaseModule):
 
     def _inner_forward(self, x: Tensor) -> Tensor:
         shortcut = x
-        x = self.depthwise_conv(x).permute(0, 2, 3, 1)  # (N, H, W, C)
-        pre = self.pointwise_conv1(self.norm(x))  # (N, H, W, 4C)
-        x = self.act(pre) if self.mid_conv is None else self._mid(pre)
+        x = self.norm(self.depthwise_conv(x).permute(0, 2, 3, 1))  # (N, H, W, C)
+        x = self.act(self.pointwise_conv1(x)) if self.mid_conv is None else self._mid(x)  # (N, H, W, 4C)
         x = self.pointwise_conv2(x)  # (N, H, W, C)
         return self._residual(shortcut, x.permute(0, 3, 1, 2))
 
-    def _mid(self, pre: Tensor) -> Tensor:
-        """The "++" convolution on the GELU output ``act(pre)``.
+    def _mid(self, x: Tensor) -> Tensor:
+        """``pw1``, GELU and the "++" convolution: (N, H, W, C) -> (N, H, W, 4C).
 
-        When training (without activation checkpointing, which recomputes everything anyway), the
-        GELU output is not kept for the convolution's weight gradient: one op takes ``pre``, which
-        a GELU would keep for its own gradient, and backward makes the GELU output again
-        (:func:`mmo1d.ops.oriented_dwconv1d_gelu`). That saves one 4C activation per block. Traced
-        or compiled (export), the block runs the GELU and the oriented op, which have lowerings.
+        When training (without activation checkpointing, which recomputes everything anyway), one op
+        takes ``pre = x @ pw1.weight^T`` and ``pw1.bias``: it adds the bias in the pass that makes
+        the GELU output and keeps ``pre``, not the GELU output, for backward, which makes the GELU
+        output again, GELU's gradient and the bias's gradient in one pass
+        (:func:`mmo1d.ops.oriented_dwconv1d_gelu`). That saves one 4C activation per block, and the
+        reduction over the 4C gradient that the Linear's backward would run for its bias. In the
+        autocast dtype the GELU's input then differs from ``pw1(x)`` in rounding only: the bias is
+        added to the rounded product in float32 instead of inside the matrix product. Without
+        gradients, traced or compiled (export), or with a ``pw1`` that is not a plain ``nn.Linear``
+        without hooks (an adapter, a quantised layer, a hook that expects it to run), the block calls
+        ``pw1``, the GELU and the oriented op, which have lowerings.
         """
-        pre = pre.permute(0, 3, 1, 2)  # GELU on this view in both branches: the same values on the CPU
-        if not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        if (not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling() or torch.jit.is_tracing()
+                or not _plain_linear(self.pointwise_conv1)):
+            pre = self.pointwise_conv1(x).permute(0, 3, 1, 2)  # GELU on this view: the same values on the CPU
             return self.mid_conv(self.act(pre)).permute(0, 2, 3, 1)
-        return self.mid_conv.forward_gelu(pre).permute(0, 2, 3, 1)
+        pre = F.linear(x, self.pointwise_conv1.weight).permute(0, 3, 1, 2)
+        return self.mid_conv.forward_gelu(pre, self.pointwise_conv1.bias).permute(0, 2, 3, 1)
 
     def _residual(self, shortcut: Tensor, branch: Tensor) -> Tensor:
         """``shortcut + DropPath(gamma * branch)`` in one ``addcmul``.
