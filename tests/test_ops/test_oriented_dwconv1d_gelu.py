@@ -129,7 +129,8 @@ def _composition_with_pre_bias(pre, weight, theta, bias, pre_bias, **kwargs):
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize('layout', ['channels_last', 'nchw'])
 @pytest.mark.parametrize('autocast', [False, True])
-def test_pre_bias_equals_gelu_of_the_sum_then_op(device, dtype, layout, autocast):
+@pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
+def test_pre_bias_equals_gelu_of_the_sum_then_op(device, dtype, layout, autocast, rounding):
     # The "++" blocks' call: pre from a Linear without its bias, the bias added in the GELU's pass.
     # Output and the gradients of pre, weight and bias bit for bit those of the composition; the
     # pre_bias's gradient the float32 sum of pre's (the composition sums before rounding).
@@ -140,28 +141,32 @@ def test_pre_bias_equals_gelu_of_the_sum_then_op(device, dtype, layout, autocast
     pre = x.contiguous(memory_format=FORMATS[layout])
     pre_bias = torch.randn(32, generator=torch.Generator().manual_seed(1)).to(device)
     g = torch.randn(2, 32, 11, 13, generator=torch.Generator().manual_seed(2)).to(device)
+    learn = rounding == 'bilinear'  # learned angles: theta's gradient at the GELU output too
     results = []
     for fn in (oriented_dwconv1d_gelu, _composition_with_pre_bias):
         leaves = [t.detach().clone().requires_grad_() for t in (pre, weight, bias, pre_bias)]
         p, w, b, pb = leaves
+        th = theta.detach().clone().requires_grad_(learn)
         with torch.autocast(device, dtype=amp_dtype, enabled=autocast):
             p_in = p.to(amp_dtype) if autocast else p  # as the autocast Linear before it would give it
             if fn is oriented_dwconv1d_gelu:
-                out = fn(p_in, w, theta, b, residual=True, pre_bias=pb)
+                out = fn(p_in, w, th, b, residual=True, rounding=rounding, pre_bias=pb)
             else:
-                out = fn(p_in, w, theta, b, pb, residual=True)
+                out = fn(p_in, w, th, b, pb, residual=True, rounding=rounding)
         out.backward(g.to(out.dtype).contiguous(memory_format=FORMATS[layout]))
-        results.append([out.detach(), p.grad, w.grad, b.grad, pb.grad])
-    for got, want in zip(results[0][:4], results[1][:4]):
+        results.append([out.detach(), p.grad, w.grad, b.grad, th.grad, pb.grad])
+    results = [[t for t in r if t is not None] for r in results]
+    assert len(results[0]) == len(results[1]) == (6 if learn else 5)
+    for got, want in zip(results[0][:-1], results[1][:-1]):
         assert got.dtype == want.dtype and got.shape == want.shape
         assert torch.equal(got, want)
-    dpb = results[0][4]
+    dpb = results[0][-1]
     assert dpb.dtype == torch.float32 and dpb.shape == (32, )
     if not autocast:  # pre.grad is GELU's gradient as rounded: the sum of it over every dim but 1
         d = results[0][1].double().cpu()
         bound = d.numel() // 32 * 2.0**-24 * d.abs().sum((0, 2, 3)) + 1e-30
         assert ((dpb.double().cpu() - d.sum((0, 2, 3))).abs() <= bound).all()
-    assert rel_err(dpb, results[1][4]) < RTOL[dtype if not autocast else amp_dtype]
+    assert rel_err(dpb, results[1][-1]) < RTOL[dtype if not autocast else amp_dtype]
 
 
 def test_pre_bias_of_the_wrong_shape_names_the_op():
