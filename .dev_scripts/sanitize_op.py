@@ -3,9 +3,9 @@ dtype, both layouts, strides 1-3, K from 1 to 63, planes with partial tiles, the
 interpolated ones with learnable angles), all at small sizes; with and without bias, each case twice
 with the same angles (table cache build, then hit). Then the channels-last layer norm's forward and
 backward (with GELU, vector and scalar rows, up to the widest fused backward, odd row counts), and
-the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels) and the
-GELU of the "++" convolution's backward (``gelu_and_grad``: vector and element-wise packs, with and
-without a bias).
+the blocks' residual (``scaled_residual``: both layouts, vector and element-wise kernels, with and
+without a bias) and the GELU of the "++" convolution's backward (``gelu_and_grad``: vector and
+element-wise packs, with and without a bias).
 
     compute-sanitizer --tool memcheck python .dev_scripts/sanitize_op.py
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
@@ -141,27 +141,33 @@ def run_layer_norm(case: tuple, seed: int) -> None:
     torch.cuda.synchronize()
 
 
-# (shape, shortcut dtype, branch dtype, scale's batch, channels_last) of the residual: vector accesses
-# in both layouts, and channels (channels_last) or planes (NCHW) not a multiple of 4.
+# (shape, shortcut dtype, branch dtype, scale's batch, channels_last, bias) of the residual: vector
+# accesses in both layouts, and channels (channels_last) or planes (NCHW) not a multiple of 4; with a
+# bias (the blocks' pw2 bias) in both layouts, one and several packs a thread.
 RESIDUAL_CASES = [
-    ((3, 96, 14, 13), torch.float32, torch.bfloat16, True, True),
-    ((2, 40, 9, 8), torch.float16, torch.float16, False, False),
-    ((2, 18, 7, 5), torch.float32, torch.float16, True, True),
-    ((3, 20, 5, 7), torch.float32, torch.float32, False, False),
-    ((2, 2048, 2, 3), torch.float32, torch.bfloat16, True, True),  # several packs a thread
-    ((2, 1030, 3, 3), torch.float32, torch.float16, False, True),
+    ((3, 96, 14, 13), torch.float32, torch.bfloat16, True, True, False),
+    ((2, 40, 9, 8), torch.float16, torch.float16, False, False, False),
+    ((2, 18, 7, 5), torch.float32, torch.float16, True, True, False),
+    ((3, 20, 5, 7), torch.float32, torch.float32, False, False, False),
+    ((2, 2048, 2, 3), torch.float32, torch.bfloat16, True, True, False),  # several packs a thread
+    ((2, 1030, 3, 3), torch.float32, torch.float16, False, True, False),
+    ((3, 96, 14, 13), torch.float32, torch.bfloat16, True, True, True),
+    ((2, 18, 7, 5), torch.float32, torch.float16, False, True, True),
+    ((2, 40, 9, 8), torch.float32, torch.bfloat16, True, False, True),
+    ((2, 2048, 2, 3), torch.float32, torch.float16, False, True, True),
 ]
 
 
 def run_residual(case: tuple, seed: int) -> None:
-    shape, shortcut_dtype, branch_dtype, per_image, channels_last = case
+    shape, shortcut_dtype, branch_dtype, per_image, channels_last, with_bias = case
     g = torch.Generator().manual_seed(seed)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     shortcut = torch.randn(shape, generator=g).to('cuda', shortcut_dtype).contiguous(memory_format=fmt)
     branch = torch.randn(shape, generator=g).to('cuda', branch_dtype).contiguous(memory_format=fmt)
     scale = torch.rand((shape[0] if per_image else 1, shape[1], 1, 1), generator=g).cuda()
-    leaves = [t.requires_grad_() for t in (shortcut, branch, scale)]
-    out = scaled_residual(*leaves)
+    bias = torch.randn(shape[1], generator=g).cuda() if with_bias else None
+    leaves = [t.requires_grad_() for t in (shortcut, branch, scale, bias) if t is not None]
+    out = scaled_residual(shortcut, branch, scale, bias)
     torch.autograd.grad(out, leaves, torch.randn_like(out))
     torch.cuda.synchronize()
 
@@ -243,7 +249,7 @@ def main() -> None:
         if i % shards != shard:
             continue
         run_residual(case, i)
-        print('residual', case[0], *(str(t).replace('torch.', '') for t in case[1:3]), flush=True)
+        print('residual', case[0], *(str(t).replace('torch.', '') for t in case[1:3]), 'bias' * case[5], flush=True)
     for i, case in enumerate(GELU_CASES[::2] if args.quick else GELU_CASES):
         if i % shards != shard:
             continue

@@ -6,15 +6,40 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "op_registration.h"
 
 namespace mmo1d {
 
+namespace {
+
+bool given(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+std::vector<int64_t> channel_view(const at::Tensor& branch) {
+  std::vector<int64_t> shape(branch.dim(), 1);
+  shape[1] = branch.size(1);
+  return shape;
+}
+
+}  // namespace
+
+void check_scaled_residual_bias(const at::Tensor& branch, const c10::optional<at::Tensor>& bias) {
+  if (!given(bias)) return;
+  TORCH_CHECK(branch.dim() >= 2 && bias->dim() == 1 && bias->size(0) == branch.size(1) &&
+                  at::isFloatingType(bias->scalar_type()) && bias->device() == branch.device(),
+              "scaled_residual: bias must be a floating-point (C,) tensor on the branch's device, C = the "
+              "branch's dim 1 (",
+              branch.dim() >= 2 ? branch.size(1) : -1, "), got ", bias->sizes(), " ", bias->scalar_type(), " on ",
+              bias->device());
+}
+
 bool scaled_residual_in_kernel_domain(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
-                                      at::ScalarType out_dtype) {
+                                      const at::Tensor& bias, at::ScalarType out_dtype) {
   auto kernel_dtype = [](at::ScalarType t) { return t == at::kFloat || t == at::kHalf || t == at::kBFloat16; };
   if (branch.dim() != 4 || !kernel_dtype(branch.scalar_type()) || !kernel_dtype(out_dtype)) return false;
   if (!at::isFloatingType(scale.scalar_type()) || branch.numel() >= (int64_t(1) << 31)) return false;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != branch.size(1))) return false;
   const bool nchw = branch.is_contiguous();
   if (!nchw && !branch.is_contiguous(at::MemoryFormat::ChannelsLast)) return false;
   if (shortcut.defined()) {
@@ -28,10 +53,14 @@ bool scaled_residual_in_kernel_domain(const at::Tensor& shortcut, const at::Tens
          scale.size(-1) == 1;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> scaled_residual_backward_composite(
-    const at::Tensor& grad, const at::Tensor& branch, const at::Tensor& scale, at::IntArrayRef shortcut_sizes,
-    std::array<bool, 3> output_mask) {
-  at::Tensor grad_shortcut, grad_branch, grad_scale;
+at::Tensor biased_branch(const at::Tensor& branch, const c10::optional<at::Tensor>& bias) {
+  return given(bias) ? at::add(branch, bias->view(channel_view(branch))) : branch;
+}
+
+ResidualGrads scaled_residual_backward_composite(const at::Tensor& grad, const at::Tensor& branch,
+                                                 const at::Tensor& scale, const c10::optional<at::Tensor>& bias,
+                                                 at::IntArrayRef shortcut_sizes, std::array<bool, 4> output_mask) {
+  at::Tensor grad_shortcut, grad_branch, grad_scale, grad_bias;
   if (output_mask[0]) grad_shortcut = grad.sum_to_size(shortcut_sizes);
   if (output_mask[1]) {
     if (branch.sizes() == grad.sizes()) {
@@ -42,73 +71,90 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> scaled_residual_backward_composit
       grad_branch = at::mul(grad, scale).sum_to_size(branch.sizes()).to(branch.scalar_type());
     }
   }
-  if (output_mask[2]) grad_scale = at::mul(grad, branch).sum_to_size(scale.sizes()).to(scale.scalar_type());
-  return {grad_shortcut, grad_branch, grad_scale};
+  if (output_mask[2]) {
+    grad_scale = at::mul(grad, biased_branch(branch, bias)).sum_to_size(scale.sizes()).to(scale.scalar_type());
+  }
+  if (output_mask[3] && given(bias)) {
+    const at::Tensor per_channel = at::mul(grad, scale).sum_to_size(channel_view(branch));
+    grad_bias = per_channel.view({bias->size(0)}).to(bias->scalar_type());
+  }
+  return {grad_shortcut, grad_branch, grad_scale, grad_bias};
 }
 
 namespace {
 
-at::Tensor forward_cpu(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale) {
-  return at::addcmul(shortcut, branch, scale);
+at::Tensor forward_cpu(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
+                       const c10::optional<at::Tensor>& bias) {
+  check_scaled_residual_bias(branch, bias);
+  return at::addcmul(shortcut, biased_branch(branch, bias), scale);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& branch,
-                                                            const at::Tensor& scale, at::IntArrayRef shortcut_sizes,
-                                                            std::array<bool, 3> output_mask) {
-  return scaled_residual_backward_composite(grad, branch, scale, shortcut_sizes, output_mask);
+ResidualGrads backward_cpu(const at::Tensor& grad, const at::Tensor& branch, const at::Tensor& scale,
+                           const c10::optional<at::Tensor>& bias, at::IntArrayRef shortcut_sizes,
+                           std::array<bool, 4> output_mask) {
+  return scaled_residual_backward_composite(grad, branch, scale, bias, shortcut_sizes, output_mask);
 }
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+using ForwardFn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const c10::optional<at::Tensor>&);
+using BackwardFn = ResidualGrads(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                 const c10::optional<at::Tensor>&, at::IntArrayRef, std::array<bool, 4>);
+
 class ScaledResidualFunction : public torch::autograd::Function<ScaledResidualFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& shortcut, const at::Tensor& branch,
-                            const at::Tensor& scale) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("mmo1d::scaled_residual", "")
-                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+                            const at::Tensor& scale, const c10::optional<at::Tensor>& bias) {
+    static auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("mmo1d::scaled_residual", "").typed<ForwardFn>();
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({branch, scale});
+    ctx->save_for_backward({branch, scale, given(bias) ? *bias : at::Tensor()});
     ctx->saved_data["shortcut_sizes"] = shortcut.sizes().vec();
-    return op.call(shortcut, branch, scale);
+    return op.call(shortcut, branch, scale, bias);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("mmo1d::scaled_residual_backward", "")
-                         .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-                             const at::Tensor&, const at::Tensor&, const at::Tensor&, at::IntArrayRef,
-                             std::array<bool, 3>)>();
+    static auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("mmo1d::scaled_residual_backward", "").typed<BackwardFn>();
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& branch = saved[0];
     const at::Tensor& scale = saved[1];
+    const c10::optional<at::Tensor> bias = saved[2].defined() ? c10::optional<at::Tensor>(saved[2]) : c10::nullopt;
     const at::Tensor& grad = grad_outputs[0];
     const std::vector<int64_t> sizes = ctx->saved_data["shortcut_sizes"].toIntVector();
-    const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)};
+    // needs_input_grad counts the tensors given: shortcut, branch, scale, then the bias where given.
+    const std::array<bool, 4> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2),
+                                      bias.has_value() && ctx->needs_input_grad(3)};
     if (at::GradMode::is_enabled()) {
       // Backward differentiated (higher-order gradients): ATen's differentiable ops.
+      at::Tensor grad_bias;
+      if (mask[3]) grad_bias = at::mul(grad, scale).sum_to_size(channel_view(branch)).view({branch.size(1)});
       return {mask[0] ? grad.sum_to_size(sizes) : at::Tensor(),
               mask[1] ? at::mul(grad, scale).sum_to_size(branch.sizes()).to(branch.scalar_type()) : at::Tensor(),
-              mask[2] ? at::mul(grad, branch).sum_to_size(scale.sizes()).to(scale.scalar_type()) : at::Tensor()};
+              mask[2] ? at::mul(grad, biased_branch(branch, bias)).sum_to_size(scale.sizes()).to(scale.scalar_type())
+                      : at::Tensor(),
+              mask[3] ? grad_bias.to(bias->scalar_type()) : at::Tensor()};
     }
     const BelowAutogradWithoutGraph below_autograd;
-    auto [grad_shortcut, grad_branch, grad_scale] = op.call(grad, branch, scale, sizes, mask);
-    return {grad_shortcut, grad_branch, grad_scale};
+    auto [grad_shortcut, grad_branch, grad_scale, grad_bias] = op.call(grad, branch, scale, bias, sizes, mask);
+    return {grad_shortcut, grad_branch, grad_scale, grad_bias};
   }
 };
 
-at::Tensor forward_autograd(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale) {
-  return ScaledResidualFunction::apply(shortcut, branch, scale);
+at::Tensor forward_autograd(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
+                            const c10::optional<at::Tensor>& bias) {
+  return ScaledResidualFunction::apply(shortcut, branch, scale, bias);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(mmo1d, m) {
-  def_with_autograd(m, "scaled_residual(Tensor shortcut, Tensor branch, Tensor scale) -> Tensor", forward_autograd);
+  def_with_autograd(m, "scaled_residual(Tensor shortcut, Tensor branch, Tensor scale, Tensor? bias=None) -> Tensor",
+                    forward_autograd);
   m.def(
-      "scaled_residual_backward(Tensor grad, Tensor branch, Tensor scale, int[] shortcut_sizes, "
-      "bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+      "scaled_residual_backward(Tensor grad, Tensor branch, Tensor scale, Tensor? bias, int[] shortcut_sizes, "
+      "bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(mmo1d, CPU, m) {

@@ -295,6 +295,34 @@ def test_plus_plus_block_calls_a_hooked_or_replaced_pw1():
     assert not torch.allclose(got, plain)
 
 
+@pytest.mark.parametrize('mid_kernel_size', [None, 7])
+def test_block_leaves_pw2_bias_to_the_residual(mid_kernel_size):
+    """In training, pw2's product comes alone and the residual op adds its bias and gives it its
+    gradient (no reduction of the Linear's own): the residual's node takes the bias itself; values and
+    gradients those of the block that calls pw2 (activation checkpointing), up to float32 rounding."""
+    block = OrientedConvNeXtBlock(8, 5, True, mid_kernel_size=mid_kernel_size, directions=4, drop_path_rate=0.3,
+                                  layer_scale_init_value=0.5)
+    _randomise(block)
+    block.train()
+    x = torch.randn(4, 8, 9, 11, requires_grad=True)
+    torch.manual_seed(1)
+    y = block(x)
+    bias_leaves = [fn.variable for fn, _ in y.grad_fn.next_functions if fn is not None and hasattr(fn, 'variable')]
+    assert any(v is block.pointwise_conv2.bias for v in bias_leaves)
+    grad_out = torch.randn_like(y)
+    y.backward(grad_out)
+    grads = [x.grad] + [p.grad for p in block.parameters()]
+    block.with_cp = True
+    block.zero_grad(set_to_none=True)
+    x2 = x.detach().requires_grad_()
+    torch.manual_seed(1)
+    y2 = block(x2)
+    y2.backward(grad_out)
+    torch.testing.assert_close(y, y2, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads, [x2.grad] + [p.grad for p in block.parameters()]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_norm_layers_write_the_autocast_dtype_only_where_a_cast_follows():
     """Under autocast the block's LayerNorm (it feeds pw1) returns bf16, the same values pw1 would
     get from its own cast of a float32 LayerNorm; the stem's last norm keeps float32."""

@@ -1,4 +1,4 @@
-"""``scaled_residual``: the blocks' ``shortcut + branch * scale``.
+"""``scaled_residual``: the blocks' ``shortcut + (branch + bias) * scale``.
 
 Oracle: the same sum in float64, rounded once to the output dtype (the CUDA kernel computes
 fmaf(branch, scale, shortcut) in float32 and rounds the result: within one unit in the last place of
@@ -90,6 +90,41 @@ def test_values_and_gradients(device, shape, shortcut_dtype, branch_dtype, scale
         assert torch.equal(out, want) and torch.equal(got_in[1].grad, want_in[1].grad)
 
 
+@pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('shape,shortcut_dtype,branch_dtype,scale_shape,layout', CASES)
+def test_with_a_bias(device, shape, shortcut_dtype, branch_dtype, scale_shape, layout):
+    # The blocks' pw2 bias (float32, per channel) added to the branch in float32: values against the
+    # float64 sum with the branch + bias term as float32 makes it, rounded once; the bias's gradient,
+    # the sum of grad * scale, within n u sum|terms|; the others as without a bias (addcmul on the
+    # biased branch under autograd: dtypes, shapes, and on the CPU bit for bit).
+    shortcut, branch, scale, grad = _make(device, shape, shortcut_dtype, branch_dtype, scale_shape, layout, seed=4)
+    bias = torch.randn(shape[1], generator=torch.Generator().manual_seed(5)).to(device)
+    got_in = _leaves(shortcut, branch, scale, bias)
+    out = scaled_residual(*got_in)
+    out.backward(grad)
+    want_in = _leaves(shortcut, branch, scale, bias)
+    want = _addcmul(want_in[0], want_in[1] + want_in[3].view(1, -1, 1, 1), want_in[2])
+    want.backward(grad)
+    assert out.dtype == want.dtype and out.shape == want.shape and out.stride() == want.stride()
+    for a, b in zip(got_in, want_in):
+        assert a.grad.dtype == b.grad.dtype and a.grad.shape == b.grad.shape
+    term = (branch.float() + bias.view(1, -1, 1, 1)).double()  # float32's own sum, as the kernel's
+    s64, c64, g64 = (t.double() for t in (shortcut, scale, grad))
+    _assert_within_one_ulp(out, s64 + term * c64)
+    _assert_within_one_ulp(got_in[1].grad, g64 * c64)
+    assert torch.equal(got_in[0].grad, want_in[0].grad)
+    count = g64.numel() // shape[1]
+    for grad_got, products, shape_to in [(got_in[2].grad, g64 * term, scale.shape),
+                                         (got_in[3].grad, g64 * c64, (1, shape[1], 1, 1))]:
+        exact = products.sum_to_size(shape_to).reshape(grad_got.shape)
+        bound = count * 2.0**-24 * products.abs().sum_to_size(shape_to).reshape(grad_got.shape) + 1e-30
+        assert bool(((grad_got.double() - exact).abs() <= bound).all())
+    if device == 'cpu':
+        assert torch.equal(out, want) and torch.equal(got_in[3].grad, want_in[3].grad)
+    with pytest.raises(RuntimeError, match=r'scaled_residual: bias must be a floating-point \(C,\) tensor'):
+        scaled_residual(shortcut, branch, scale, bias[:-1])
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 def test_cuda_at_the_models_shapes_and_off_the_vector_alignment():
     # ConvNeXt-T's first and last stages at batch 64 (fp32 stream, bf16 branch, drop path), and a
@@ -139,6 +174,9 @@ def test_higher_order_gradients_and_inference_mode():
             torch.rand(2, 3, 1, 1, generator=g, dtype=torch.float64, requires_grad=True)]
     assert torch.autograd.gradcheck(scaled_residual, args)
     assert torch.autograd.gradgradcheck(scaled_residual, args)
+    with_bias = args + [torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)]
+    assert torch.autograd.gradcheck(scaled_residual, with_bias)
+    assert torch.autograd.gradgradcheck(scaled_residual, with_bias)
     with torch.inference_mode():
         plain = [a.detach().clone() for a in args]
         assert torch.equal(scaled_residual(*plain), torch.addcmul(*plain))
@@ -150,3 +188,5 @@ def test_opcheck(device):
     branch = torch.randn(2, 4, 3, 5, device=device, requires_grad=True)
     scale = torch.rand(2, 4, 1, 1, device=device, requires_grad=True)
     torch.library.opcheck(torch.ops.mmo1d.scaled_residual.default, (shortcut, branch, scale))
+    bias = torch.randn(4, device=device, requires_grad=True)
+    torch.library.opcheck(torch.ops.mmo1d.scaled_residual.default, (shortcut, branch.half(), scale, bias))

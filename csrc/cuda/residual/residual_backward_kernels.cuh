@@ -1,6 +1,7 @@
 // The backward of scaled_residual on channels_last tensors in one pass over grad and branch: the
-// branch's gradient grad * scale (in the branch's dtype) and the scale's gradient, the sum of
-// grad * branch per channel (and image, for a per-image scale), summed in a fixed order.
+// branch's gradient grad * scale (in the branch's dtype), the scale's gradient, the sum of
+// grad * (branch + bias) per channel (and image, for a per-image scale), and the bias's, the sum of
+// grad * scale per channel, summed in a fixed order.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +22,14 @@ struct alignas(sizeof(T) * V) ResidualPack {
 // (threads / P)-th row from row t / P; otherwise one row at a time, packs t, t + threads, ... Each
 // thread sums grad * branch of its packs over its rows in row order; the threads of one pack add
 // their sums in row-offset order; the block writes partial[n][chunk][c]. grad_branch: null when
-// not asked for.
-template <typename g_t, typename b_t, int V>
+// not asked for. With BIAS, bias (C floats) is added to the branch, and the sums of grad * scale go to
+// partial_bias likewise.
+template <typename g_t, typename b_t, int V, bool BIAS>
 __global__ void __launch_bounds__(kResidualBwdThreads)
     residual_backward_cl_kernel(const g_t* __restrict__ grad, const b_t* __restrict__ branch,
-                                const float* __restrict__ scale, b_t* __restrict__ grad_branch,
-                                float* __restrict__ partial, int C, int HW, int rows_per_chunk, int scale_n) {
+                                const float* __restrict__ scale, const float* __restrict__ bias,
+                                b_t* __restrict__ grad_branch, float* __restrict__ partial,
+                                float* __restrict__ partial_bias, int C, int HW, int rows_per_chunk, int scale_n) {
   constexpr int kMaxPacks = kResidualMaxChannels / (kResidualBwdThreads * V);
   __shared__ float red[kResidualBwdThreads * V];
   const int n = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x, t = threadIdx.x;
@@ -37,11 +40,14 @@ __global__ void __launch_bounds__(kResidualBwdThreads)
   const bool active = wide || t < in_flight * P;
   const float* sc = scale + int64_t(n) * scale_n;
   const int r0 = chunk * rows_per_chunk, r1 = min(HW, r0 + rows_per_chunk);
-  float acc[kMaxPacks][V];
+  float acc[kMaxPacks][V], acc_bias[BIAS ? kMaxPacks : 1][V];
 #pragma unroll
   for (int j = 0; j < kMaxPacks; ++j) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[j][k] = 0.0f;
+    for (int k = 0; k < V; ++k) {
+      acc[j][k] = 0.0f;
+      if constexpr (BIAS) acc_bias[j][k] = 0.0f;
+    }
   }
   if (active) {
     for (int r = r0 + lane_row; r < r1; r += in_flight) {
@@ -56,34 +62,49 @@ __global__ void __launch_bounds__(kResidualBwdThreads)
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float gv = static_cast<float>(g.v[k]);
-          o.v[k] = static_cast<b_t>(gv * sc[p * V + k]);
-          acc[j][k] = fmaf(gv, static_cast<float>(b.v[k]), acc[j][k]);
+          const float dv = gv * sc[p * V + k];
+          o.v[k] = static_cast<b_t>(dv);
+          if constexpr (BIAS) {
+            acc[j][k] = fmaf(gv, static_cast<float>(b.v[k]) + bias[p * V + k], acc[j][k]);
+            acc_bias[j][k] += dv;
+          } else {
+            acc[j][k] = fmaf(gv, static_cast<float>(b.v[k]), acc[j][k]);
+          }
         }
         if (grad_branch != nullptr) reinterpret_cast<ResidualPack<b_t, V>*>(grad_branch)[row + p] = o;
       }
     }
   }
-  float* out = partial + (int64_t(n) * chunks + chunk) * C;
+  const int64_t offset = (int64_t(n) * chunks + chunk) * C;
   if (wide) {
 #pragma unroll
     for (int j = 0; j < kMaxPacks; ++j) {
       const int p = pack0 + j * kResidualBwdThreads;
       if (p < P) {
 #pragma unroll
-        for (int k = 0; k < V; ++k) out[p * V + k] = acc[j][k];
+        for (int k = 0; k < V; ++k) {
+          partial[offset + p * V + k] = acc[j][k];
+          if constexpr (BIAS) partial_bias[offset + p * V + k] = acc_bias[j][k];
+        }
       }
     }
     return;
   }
-  if (active) {
+  // The threads of one pack add their sums in row-offset order, through shared memory (once for the
+  // scale's sums, once more for the bias's).
+  for (int pass = 0; pass < (BIAS ? 2 : 1); ++pass) {
+    if (pass > 0) __syncthreads();
+    if (active) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) red[lane_row * C + pack0 * V + k] = acc[0][k];
-  }
-  __syncthreads();
-  for (int c = t; c < C; c += kResidualBwdThreads) {
-    float s = 0.0f;
-    for (int q = 0; q < in_flight; ++q) s += red[q * C + c];
-    out[c] = s;
+      for (int k = 0; k < V; ++k) red[lane_row * C + pack0 * V + k] = pass == 0 ? acc[0][k] : acc_bias[0][k];
+    }
+    __syncthreads();
+    float* out = (pass == 0 ? partial : partial_bias) + offset;
+    for (int c = t; c < C; c += kResidualBwdThreads) {
+      float s = 0.0f;
+      for (int q = 0; q < in_flight; ++q) s += red[q * C + c];
+      out[c] = s;
+    }
   }
 }
 

@@ -16,9 +16,10 @@ design    ``dw`` (on C channels)         ``mid`` (on the 4C hidden tensor)
 
 Inside a block the tensor stays channels-last: (N, C, H, W) tensors are channels_last-strided
 views of NHWC memory, so the permutes around the LayerNorm and the Linear layers cost nothing.
-The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly. In the
-"++" blocks' training forward, ``pw1``'s bias is added in the pass that makes the GELU output, which
-also gives its gradient (:meth:`OrientedConvNeXtBlock._mid`).
+The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly. In
+training, the Linears' biases are added by the ops that follow them, which also give their gradients
+without a reduction of their own: ``pw1``'s by the "++" convolution's GELU pass
+(:meth:`OrientedConvNeXtBlock._mid`), ``pw2``'s by the residual (with a layer scale).
 """
 from typing import Optional
 
@@ -142,8 +143,19 @@ class OrientedConvNeXtBlock(BaseModule):
         shortcut = x
         x = self.norm(self.depthwise_conv(x).permute(0, 2, 3, 1))  # (N, H, W, C)
         x = self.act(self.pointwise_conv1(x)) if self.mid_conv is None else self._mid(x)  # (N, H, W, 4C)
+        if self.gamma is not None and self._split_bias(self.pointwise_conv2):
+            # pw2's bias added, and its gradient summed, by the residual's kernels.
+            x = F.linear(x, self.pointwise_conv2.weight)  # (N, H, W, C)
+            return self._residual(shortcut, x.permute(0, 3, 1, 2), self.pointwise_conv2.bias)
         x = self.pointwise_conv2(x)  # (N, H, W, C)
         return self._residual(shortcut, x.permute(0, 3, 1, 2))
+
+    def _split_bias(self, linear: nn.Module) -> bool:
+        """Whether this call computes ``linear``'s product alone and leaves its bias to our next op:
+        in training (gradients on, not traced or compiled, no activation checkpointing) with a plain
+        ``nn.Linear``."""
+        return (torch.is_grad_enabled() and not self.with_cp and not torch.compiler.is_compiling()
+                and not torch.jit.is_tracing() and _plain_linear(linear))
 
     def _mid(self, x: Tensor) -> Tensor:
         """``pw1``, GELU and the "++" convolution: (N, H, W, C) -> (N, H, W, 4C).
@@ -160,20 +172,21 @@ class OrientedConvNeXtBlock(BaseModule):
         without hooks (an adapter, a quantised layer, a hook that expects it to run), the block calls
         ``pw1``, the GELU and the oriented op, which have lowerings.
         """
-        if (not torch.is_grad_enabled() or self.with_cp or torch.compiler.is_compiling() or torch.jit.is_tracing()
-                or not _plain_linear(self.pointwise_conv1)):
+        if not self._split_bias(self.pointwise_conv1):
             pre = self.pointwise_conv1(x).permute(0, 3, 1, 2)  # GELU on this view: the same values on the CPU
             return self.mid_conv(self.act(pre)).permute(0, 2, 3, 1)
         pre = F.linear(x, self.pointwise_conv1.weight).permute(0, 3, 1, 2)
         return self.mid_conv.forward_gelu(pre, self.pointwise_conv1.bias).permute(0, 2, 3, 1)
 
-    def _residual(self, shortcut: Tensor, branch: Tensor) -> Tensor:
-        """``shortcut + DropPath(gamma * branch)`` in one ``addcmul``.
+    def _residual(self, shortcut: Tensor, branch: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+        """``shortcut + DropPath(gamma * (branch + bias))`` in one ``addcmul``.
 
         Outside autocast's type promotion, so a low-precision ``branch`` is read as it is: the
         float32 product of the two-step form is never written. In eager mode through
         :func:`mmo1d.ops.scaled_residual` (addcmul's values; a vectorised CUDA kernel, the branch's
-        gradient in its dtype); traced or compiled (export), as ``torch.addcmul``.
+        gradient in its dtype; ``bias``, pw2's when its product came alone, added in float32 and its
+        gradient summed in the same pass); traced or compiled (export), as ``torch.addcmul``, which
+        gets no bias (``_split_bias``).
         """
         scale = None if self.gamma is None else self.gamma.view(-1, 1, 1)
         if isinstance(self.drop_path, DropPath):
@@ -185,7 +198,7 @@ class OrientedConvNeXtBlock(BaseModule):
         if torch.jit.is_tracing() or torch.compiler.is_compiling():
             with torch.autocast(branch.device.type, enabled=False):
                 return torch.addcmul(shortcut, branch, scale)
-        return scaled_residual(shortcut, branch, scale)
+        return scaled_residual(shortcut, branch, scale, bias)
 
     def forward(self, x: Tensor) -> Tensor:
         """(N, C, H, W) -> (N, C, H, W); channels_last-strided input avoids all copies."""
