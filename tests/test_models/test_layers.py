@@ -297,24 +297,29 @@ def test_plus_plus_block_calls_a_hooked_or_replaced_pw1():
 
 @pytest.mark.parametrize('mid_kernel_size', [None, 7])
 def test_block_leaves_pw2_bias_to_the_residual(mid_kernel_size):
-    """In training, pw2's product comes alone and the residual op adds its bias and gives it its
-    gradient (no reduction of the Linear's own): the residual's node takes the bias itself; values and
-    gradients those of the block that calls pw2 (activation checkpointing), up to float32 rounding."""
+    """In training with a channels_last input, pw2's product comes alone and the residual op adds its
+    bias and gives it its gradient (no reduction of the Linear's own): the residual's node takes the
+    bias itself; values and gradients those of the block that calls pw2 (activation checkpointing), up
+    to float32 rounding. With an NCHW input the Linear keeps its bias."""
     block = OrientedConvNeXtBlock(8, 5, True, mid_kernel_size=mid_kernel_size, directions=4, drop_path_rate=0.3,
                                   layer_scale_init_value=0.5)
     _randomise(block)
     block.train()
-    x = torch.randn(4, 8, 9, 11, requires_grad=True)
+    def residual_leaves(y):
+        return [fn.variable for fn, _ in y.grad_fn.next_functions if fn is not None and hasattr(fn, 'variable')]
+
+    # An NCHW input: the residual runs ATen's ops, the Linear keeps its bias.
+    assert not any(v is block.pointwise_conv2.bias for v in residual_leaves(block(torch.randn(2, 8, 5, 6))))
+    x = torch.randn(4, 8, 9, 11).contiguous(memory_format=torch.channels_last).requires_grad_()
     torch.manual_seed(1)
     y = block(x)
-    bias_leaves = [fn.variable for fn, _ in y.grad_fn.next_functions if fn is not None and hasattr(fn, 'variable')]
-    assert any(v is block.pointwise_conv2.bias for v in bias_leaves)
+    assert any(v is block.pointwise_conv2.bias for v in residual_leaves(y))
     grad_out = torch.randn_like(y)
     y.backward(grad_out)
     grads = [x.grad] + [p.grad for p in block.parameters()]
     block.with_cp = True
     block.zero_grad(set_to_none=True)
-    x2 = x.detach().requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
     torch.manual_seed(1)
     y2 = block(x2)
     y2.backward(grad_out)

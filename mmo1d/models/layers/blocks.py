@@ -19,7 +19,8 @@ views of NHWC memory, so the permutes around the LayerNorm and the Linear layers
 The LayerNorm feeds ``pw1`` only, so under autocast it writes the autocast dtype directly. In
 training, the Linears' biases are added by the ops that follow them, which also give their gradients
 without a reduction of their own: ``pw1``'s by the "++" convolution's GELU pass
-(:meth:`OrientedConvNeXtBlock._mid`), ``pw2``'s by the residual (with a layer scale).
+(:meth:`OrientedConvNeXtBlock._mid`), ``pw2``'s by the residual (with a layer scale and
+channels_last features).
 """
 from typing import Optional
 
@@ -143,8 +144,11 @@ class OrientedConvNeXtBlock(BaseModule):
         shortcut = x
         x = self.norm(self.depthwise_conv(x).permute(0, 2, 3, 1))  # (N, H, W, C)
         x = self.act(self.pointwise_conv1(x)) if self.mid_conv is None else self._mid(x)  # (N, H, W, 4C)
-        if self.gamma is not None and self._split_bias(self.pointwise_conv2):
-            # pw2's bias added, and its gradient summed, by the residual's kernels.
+        if (self.gamma is not None and shortcut.is_contiguous(memory_format=torch.channels_last)
+                and self._split_bias(self.pointwise_conv2)):
+            # pw2's bias added, and its gradient summed, by the residual's kernels (which take a
+            # channels_last shortcut with the channels_last branch; other layouts run ATen's ops, where
+            # the Linear adds its bias at no cost).
             x = F.linear(x, self.pointwise_conv2.weight)  # (N, H, W, C)
             return self._residual(shortcut, x.permute(0, 3, 1, 2), self.pointwise_conv2.bias)
         x = self.pointwise_conv2(x)  # (N, H, W, C)
