@@ -3,6 +3,7 @@
 // low-precision branch is read as it is.
 #include "scaled_residual.h"
 
+#include <ATen/native/TypeProperties.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -54,7 +55,17 @@ bool scaled_residual_in_kernel_domain(const at::Tensor& shortcut, const at::Tens
 }
 
 at::Tensor biased_branch(const at::Tensor& branch, const c10::optional<at::Tensor>& bias) {
-  return given(bias) ? at::add(branch, bias->view(channel_view(branch))) : branch;
+  if (!given(bias)) return branch;
+  const bool f64 = branch.scalar_type() == at::kDouble || bias->scalar_type() == at::kDouble;
+  const at::ScalarType opmath = f64 ? at::kDouble : at::kFloat;
+  return at::add(branch.to(opmath), bias->to(opmath).view(channel_view(branch)));
+}
+
+at::Tensor scaled_residual_composite(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
+                                     const c10::optional<at::Tensor>& bias) {
+  if (!given(bias)) return at::addcmul(shortcut, branch, scale);
+  const at::ScalarType out_dtype = at::native::result_type({shortcut, branch, scale, *bias});
+  return at::addcmul(shortcut, biased_branch(branch, bias), scale).to(out_dtype);
 }
 
 ResidualGrads scaled_residual_backward_composite(const at::Tensor& grad, const at::Tensor& branch,
@@ -86,7 +97,7 @@ namespace {
 at::Tensor forward_cpu(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
                        const c10::optional<at::Tensor>& bias) {
   check_scaled_residual_bias(branch, bias);
-  return at::addcmul(shortcut, biased_branch(branch, bias), scale);
+  return scaled_residual_composite(shortcut, branch, scale, bias);
 }
 
 ResidualGrads backward_cpu(const at::Tensor& grad, const at::Tensor& branch, const at::Tensor& scale,

@@ -91,33 +91,41 @@ def test_values_and_gradients(device, shape, shortcut_dtype, branch_dtype, scale
 
 
 @pytest.mark.parametrize('device', DEVICES)
+@pytest.mark.parametrize('bias_dtype', ['float32', 'branch'])
 @pytest.mark.parametrize('shape,shortcut_dtype,branch_dtype,scale_shape,layout', CASES)
-def test_with_a_bias(device, shape, shortcut_dtype, branch_dtype, scale_shape, layout):
+def test_with_a_bias(device, shape, shortcut_dtype, branch_dtype, scale_shape, layout, bias_dtype):
     # The blocks' pw2 bias (float32, per channel) added to the branch in float32: values against the
     # float64 sum with the branch + bias term as float32 makes it, rounded once; the bias's gradient,
     # the sum of grad * scale, within n u sum|terms|; the others as without a bias (addcmul on the
     # biased branch under autograd: dtypes, shapes, and on the CPU bit for bit).
     shortcut, branch, scale, grad = _make(device, shape, shortcut_dtype, branch_dtype, scale_shape, layout, seed=4)
     bias = torch.randn(shape[1], generator=torch.Generator().manual_seed(5)).to(device)
+    if bias_dtype == 'branch':  # e.g. a model cast to half precision
+        bias = bias.to(branch_dtype)
     got_in = _leaves(shortcut, branch, scale, bias)
     out = scaled_residual(*got_in)
-    out.backward(grad)
+    out.backward(grad.to(out.dtype))
     want_in = _leaves(shortcut, branch, scale, bias)
-    want = _addcmul(want_in[0], want_in[1] + want_in[3].view(1, -1, 1, 1), want_in[2])
-    want.backward(grad)
+    out_dtype = torch.promote_types(torch.promote_types(shortcut.dtype, branch.dtype),
+                                    torch.promote_types(scale.dtype, bias.dtype))
+    term = want_in[1].float() + want_in[3].float().view(1, -1, 1, 1)
+    want = _addcmul(want_in[0], term, want_in[2]).to(out_dtype)
+    want.backward(grad.to(out.dtype))
     assert out.dtype == want.dtype and out.shape == want.shape and out.stride() == want.stride()
     for a, b in zip(got_in, want_in):
         assert a.grad.dtype == b.grad.dtype and a.grad.shape == b.grad.shape
-    term = (branch.float() + bias.view(1, -1, 1, 1)).double()  # float32's own sum, as the kernel's
-    s64, c64, g64 = (t.double() for t in (shortcut, scale, grad))
-    _assert_within_one_ulp(out, s64 + term * c64)
+    term64 = (branch.float() + bias.float().view(1, -1, 1, 1)).double()  # float32's own sum, as the kernel's
+    s64, c64, g64 = (t.double() for t in (shortcut, scale, grad.to(out.dtype)))
+    _assert_within_one_ulp(out, s64 + term64 * c64)
     _assert_within_one_ulp(got_in[1].grad, g64 * c64)
     assert torch.equal(got_in[0].grad, want_in[0].grad)
     count = g64.numel() // shape[1]
-    for grad_got, products, shape_to in [(got_in[2].grad, g64 * term, scale.shape),
+    for grad_got, products, shape_to in [(got_in[2].grad, g64 * term64, scale.shape),
                                          (got_in[3].grad, g64 * c64, (1, shape[1], 1, 1))]:
         exact = products.sum_to_size(shape_to).reshape(grad_got.shape)
         bound = count * 2.0**-24 * products.abs().sum_to_size(shape_to).reshape(grad_got.shape) + 1e-30
+        if grad_got.dtype != torch.float32:  # then rounded once more
+            bound = bound + exact.abs() * torch.finfo(grad_got.dtype).eps
         assert bool(((grad_got.double() - exact).abs() <= bound).all())
     if device == 'cpu':
         assert torch.equal(out, want) and torch.equal(got_in[3].grad, want_in[3].grad)

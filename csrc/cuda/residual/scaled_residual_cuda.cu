@@ -118,7 +118,7 @@ at::Tensor forward_cuda(const at::Tensor& shortcut, const at::Tensor& branch, co
   const at::ScalarType out_dtype = bias.defined() ? at::native::result_type({shortcut, branch, scale, bias})
                                                   : at::native::result_type({shortcut, branch, scale});
   if (!scaled_residual_in_kernel_domain(shortcut, branch, scale, bias, out_dtype)) {
-    return at::addcmul(shortcut, biased_branch(branch, bias_opt), scale);
+    return scaled_residual_composite(shortcut, branch, scale, bias_opt);
   }
   at::Tensor out = at::empty_like(branch, branch.options().dtype(out_dtype));
   launch_scaled_residual(shortcut, branch, scale, bias, out);
