@@ -30,10 +30,7 @@ constexpr int kLnThreads = 256;
 constexpr int kLnWarps = kLnThreads / 32;
 constexpr int kLnValues = static_cast<int>(kLayerNormMaxFusedChannels / 32);  // values per lane
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
+using cuda::Pack;
 
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> load_pack(const T* __restrict__ p) {

@@ -32,6 +32,13 @@ inline bool aligned16(const at::Tensor& t) {
   return aligned_to(t, 16);
 }
 
+// V values of T moved in one vector access (sizeof(T) * V bytes, aligned to that): the packs of the
+// element-wise kernels (layer norm, residual, GELU).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
 // f(T{}) with T the storage type of a float32, float16 or bfloat16 tensor (the element-wise kernels'
 // dtypes); an error naming `what` for any other.
 template <typename F>

@@ -29,10 +29,7 @@ namespace {
 
 constexpr int kGeluThreads = 256;
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) GeluPack {
-  T v[V];
-};
+using cuda::Pack;
 
 __device__ __forceinline__ float gelu_element(float x) {
   constexpr float kAlpha = M_SQRT1_2;
@@ -54,17 +51,17 @@ __global__ void __launch_bounds__(kGeluThreads) gelu_and_grad_kernel(const T* __
                                                                      const T* __restrict__ grad, T* __restrict__ h,
                                                                      T* __restrict__ dpre, uint32_t packs) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < packs; i += gridDim.x * blockDim.x) {
-    const GeluPack<T, V> x = reinterpret_cast<const GeluPack<T, V>*>(pre)[i];
-    const GeluPack<T, V> g = reinterpret_cast<const GeluPack<T, V>*>(grad)[i];
-    GeluPack<T, V> ho, go;
+    const Pack<T, V> x = reinterpret_cast<const Pack<T, V>*>(pre)[i];
+    const Pack<T, V> g = reinterpret_cast<const Pack<T, V>*>(grad)[i];
+    Pack<T, V> ho, go;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float xf = static_cast<float>(x.v[k]);
       ho.v[k] = static_cast<T>(gelu_element(xf));
       go.v[k] = static_cast<T>(gelu_grad_element(xf, static_cast<float>(g.v[k])));
     }
-    reinterpret_cast<GeluPack<T, V>*>(h)[i] = ho;
-    reinterpret_cast<GeluPack<T, V>*>(dpre)[i] = go;
+    reinterpret_cast<Pack<T, V>*>(h)[i] = ho;
+    reinterpret_cast<Pack<T, V>*>(dpre)[i] = go;
   }
 }
 
@@ -83,7 +80,6 @@ struct BiasRows {
 
 template <typename T, int V, bool GRAD>
 __global__ void __launch_bounds__(kGeluThreads) gelu_bias_rows_kernel(BiasRows<T> p) {
-  using Pack = GeluPack<T, V>;
   const int pack = blockIdx.x * blockDim.x + threadIdx.x;
   const bool active = pack < p.packs;
   float b[V], acc[V];
@@ -94,8 +90,8 @@ __global__ void __launch_bounds__(kGeluThreads) gelu_bias_rows_kernel(BiasRows<T
   }
   const int64_t step = int64_t(gridDim.y) * blockDim.y;
   // One row's pack: its GELU output and, with GRAD, its gradient, summed into acc.
-  auto row = [&](const Pack& x, const Pack& g, int64_t i) {
-    Pack ho, go;
+  auto row = [&](const Pack<T, V>& x, const Pack<T, V>& g, int64_t i) {
+    Pack<T, V> ho, go;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float xf = static_cast<float>(x.v[k]) + b[k];
@@ -105,19 +101,19 @@ __global__ void __launch_bounds__(kGeluThreads) gelu_bias_rows_kernel(BiasRows<T
         acc[k] += static_cast<float>(go.v[k]);
       }
     }
-    reinterpret_cast<Pack*>(p.h)[i] = ho;
-    if constexpr (GRAD) reinterpret_cast<Pack*>(p.dpre)[i] = go;
+    reinterpret_cast<Pack<T, V>*>(p.h)[i] = ho;
+    if constexpr (GRAD) reinterpret_cast<Pack<T, V>*>(p.dpre)[i] = go;
   };
   // Two rows a step, both loaded before either is computed (more bytes in flight); the sums still
   // take the thread's rows in order.
   for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; active && r < p.rows; r += 2 * step) {
     const bool second = r + step < p.rows;
     const int64_t i0 = r * p.packs + pack, i1 = (r + step) * p.packs + pack;
-    Pack x0 = reinterpret_cast<const Pack*>(p.pre)[i0], g0{}, x1{}, g1{};
-    if (second) x1 = reinterpret_cast<const Pack*>(p.pre)[i1];
+    Pack<T, V> x0 = reinterpret_cast<const Pack<T, V>*>(p.pre)[i0], g0{}, x1{}, g1{};
+    if (second) x1 = reinterpret_cast<const Pack<T, V>*>(p.pre)[i1];
     if constexpr (GRAD) {
-      g0 = reinterpret_cast<const Pack*>(p.grad)[i0];
-      if (second) g1 = reinterpret_cast<const Pack*>(p.grad)[i1];
+      g0 = reinterpret_cast<const Pack<T, V>*>(p.grad)[i0];
+      if (second) g1 = reinterpret_cast<const Pack<T, V>*>(p.grad)[i1];
     }
     row(x0, g0, i0);
     if (second) row(x1, g1, i1);

@@ -6,16 +6,13 @@
 
 #include <cstdint>
 
+#include "../common/common.cuh"
+
 namespace mmo1d {
 namespace cuda {
 
 constexpr int kResidualBwdThreads = 256;
 constexpr int kResidualMaxChannels = 4096;  // the per-thread sums of V channels' packs cover this many
-
-template <typename T, int V>
-struct alignas(sizeof(T) * V) ResidualPack {
-  T v[V];
-};
 
 // Block (chunk, n): rows [chunk * rows_per_chunk, ...) of image n's HW rows of C channels (P = C / V
 // packs of V channels a row). With P <= the block's threads, thread t takes pack t mod P of every
@@ -56,9 +53,9 @@ __global__ void __launch_bounds__(kResidualBwdThreads)
       for (int j = 0; j < kMaxPacks; ++j) {
         const int p = pack0 + j * kResidualBwdThreads;
         if (p >= P || (!wide && j > 0)) break;
-        const ResidualPack<g_t, V> g = reinterpret_cast<const ResidualPack<g_t, V>*>(grad)[row + p];
-        const ResidualPack<b_t, V> b = reinterpret_cast<const ResidualPack<b_t, V>*>(branch)[row + p];
-        ResidualPack<b_t, V> o;
+        const Pack<g_t, V> g = reinterpret_cast<const Pack<g_t, V>*>(grad)[row + p];
+        const Pack<b_t, V> b = reinterpret_cast<const Pack<b_t, V>*>(branch)[row + p];
+        Pack<b_t, V> o;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float gv = static_cast<float>(g.v[k]);
@@ -71,7 +68,7 @@ __global__ void __launch_bounds__(kResidualBwdThreads)
             acc[j][k] = fmaf(gv, static_cast<float>(b.v[k]), acc[j][k]);
           }
         }
-        if (grad_branch != nullptr) reinterpret_cast<ResidualPack<b_t, V>*>(grad_branch)[row + p] = o;
+        if (grad_branch != nullptr) reinterpret_cast<Pack<b_t, V>*>(grad_branch)[row + p] = o;
       }
     }
   }

@@ -24,10 +24,7 @@ namespace {
 
 constexpr int kResidualThreads = 256;
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
+using cuda::Pack;
 
 // Element e of the tensors (memory order) has channel c and image n: channels_last, c = e mod C and
 // n = e / (H W C); NCHW, c = (e / (H W)) mod C and n = e / (C H W). scale holds C floats per image
