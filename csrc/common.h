@@ -20,7 +20,7 @@ namespace mmo1d {
 // Error messages format numbers with std::to_string, never by streaming them into c10::str: on the
 // GPU machine's torch 2.11 build, a failing check whose message streamed an integer ended the
 // process (SIGSEGV) instead of raising, while checks streaming only strings, dtypes and devices
-// raised normally.
+// raised normally (tests/test_packaging/test_check_messages.py holds the sources to this).
 // "(2, 3, 4)": a shape for error messages.
 inline std::string shape_str(c10::IntArrayRef sizes) {
   std::string s = "(";

@@ -4,7 +4,10 @@
 
 #include <torch/library.h>
 
+#include <string>
 #include <vector>
+
+#include "common.h"
 
 namespace mmo1d {
 
@@ -21,17 +24,18 @@ void check_gelu_and_grad_args(const at::Tensor& pre, const c10::optional<at::Ten
   if (given(grad)) {
     TORCH_CHECK(grad->sizes() == pre.sizes() && grad->scalar_type() == pre.scalar_type() &&
                     grad->device() == pre.device(),
-                "gelu_and_grad: grad must have pre's shape, dtype and device, got ", grad->sizes(), " ",
-                grad->scalar_type(), " on ", grad->device(), " for ", pre.sizes(), " ", pre.scalar_type(), " on ",
+                "gelu_and_grad: grad must have pre's shape, dtype and device, got ", shape_str(*grad), " ",
+                grad->scalar_type(), " on ", grad->device(), " for ", shape_str(pre), " ", pre.scalar_type(), " on ",
                 pre.device());
   }
   if (given(bias)) {
     TORCH_CHECK(pre.dim() >= 2, "gelu_and_grad: a bias needs pre of 2 or more dims (channels in dim 1), got ",
-                pre.sizes());
+                shape_str(pre));
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == pre.size(1) && at::isFloatingType(bias->scalar_type()) &&
                     bias->device() == pre.device(),
-                "gelu_and_grad: bias must be a floating-point (C,) tensor on pre's device with C = ", pre.size(1),
-                ", got ", bias->sizes(), " ", bias->scalar_type(), " on ", bias->device());
+                "gelu_and_grad: bias must be a floating-point (C,) tensor on pre's device with C = ",
+                std::to_string(pre.size(1)), ", got ", shape_str(*bias), " ", bias->scalar_type(), " on ",
+                bias->device());
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "common.h"
 #include "op_registration.h"
 
 namespace mmo1d {
@@ -31,7 +32,8 @@ void check_scaled_residual_bias(const at::Tensor& branch, const c10::optional<at
                   at::isFloatingType(bias->scalar_type()) && bias->device() == branch.device(),
               "scaled_residual: bias must be a floating-point (C,) tensor on the branch's device, C = the "
               "branch's dim 1 (",
-              branch.dim() >= 2 ? branch.size(1) : -1, "), got ", bias->sizes(), " ", bias->scalar_type(), " on ",
+              branch.dim() >= 2 ? std::to_string(branch.size(1)) : "none", "), got ", shape_str(*bias), " ",
+              bias->scalar_type(), " on ",
               bias->device());
 }
 
