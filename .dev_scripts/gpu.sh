@@ -15,7 +15,8 @@
 #   bash .dev_scripts/gpu.sh models-ab   OUT_DIR [benchmark_model.py options]  # the models of the build in
 #                                                  # .old/, then of this tree (OLD_COMMIT names .old's commit),
 #                                                  # one size: models_ab.md, kernel ms new / old; OLD_DIR and
-#                                                  # NEW_DIR (NEW_COMMIT) pick other trees, e.g. .mid/
+#                                                  # NEW_DIR (NEW_COMMIT) pick other trees; MID_DIR=.mid
+#                                                  # (MID_COMMIT) times a third between them: mid / old, new / mid
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
@@ -168,11 +169,17 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
     ;;
   models-ab)
+    # old, [mid,] new: each tree's models in turn, then new / old (or mid / old and new / mid).
     old_dir=$ROOT/${OLD_DIR:-.old} new_dir=$ROOT/${NEW_DIR:-.}
-    if [ ! -d "$old_dir/mmo1d" ]; then echo "models-ab: no tree in $old_dir (see the head of $0)" >&2; exit 2; fi
-    for build in old new; do
-      dir=$new_dir commit=${NEW_COMMIT:-${SOURCE_COMMIT:-}}
-      [ "$build" = old ] && dir=$old_dir commit=${OLD_COMMIT:-old}
+    builds=(old new)
+    [ -n "${MID_DIR:-}" ] && builds=(old mid new)
+    for build in "${builds[@]}"; do
+      case $build in
+        old) dir=$old_dir commit=${OLD_COMMIT:-old} ;;
+        mid) dir=$ROOT/$MID_DIR commit=${MID_COMMIT:-mid} ;;
+        new) dir=$new_dir commit=${NEW_COMMIT:-${SOURCE_COMMIT:-}} ;;
+      esac
+      if [ ! -d "$dir/mmo1d" ]; then echo "models-ab: no tree in $dir (see the head of $0)" >&2; exit 2; fi
       echo "== $build build ($dir): $OUT/models_ab_$build.log"
       if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" \
         "$ROOT/tools/analysis_tools/benchmark_model.py" --out-dir "$OUT/$build" --kernel-times "$@" \
@@ -181,8 +188,13 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
         exit 1
       fi
     done
-    old=("$OUT"/old/models_*.json) new=("$OUT"/new/models_*.json)
-    "$PY" tools/analysis_tools/benchmark_model.py --compare "${old[0]}" "${new[0]}" | tee "$OUT/models_ab.md"
+    : >"$OUT/models_ab.md"
+    # shellcheck disable=SC2086  # the two words of a pair
+    for pair in "${builds[0]} ${builds[1]}" ${builds[2]:+"${builds[1]} ${builds[2]}"}; do
+      set -- $pair
+      a=("$OUT/$1"/models_*.json) b=("$OUT/$2"/models_*.json)
+      "$PY" tools/analysis_tools/benchmark_model.py --compare "${a[0]}" "${b[0]}" | tee -a "$OUT/models_ab.md"
+    done
     ;;
   train)
     DATA=$OUT/data
