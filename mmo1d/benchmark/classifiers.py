@@ -12,10 +12,11 @@ from mmengine.registry import MODELS, DefaultScope
 from torch import nn
 
 VARIANTS = ('2d', '1d', '1dpp', '2dpp')
-#: Variants timed only when named: T-1D with learnable bilinear angles (``-la``; a T config only).
-OPTIONAL_VARIANTS = ('1d-la', )
+#: Variants timed only when named: T-1D and T-1D++ with learnable bilinear angles (``-la``; T configs
+#: only).
+OPTIONAL_VARIANTS = ('1d-la', '1dpp-la')
 #: Suffix of each variant in the paper's model names (ConvNeXt-T, ConvNeXt-T-1D, ...).
-NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++', '1d-la': '-1D-la'}
+NAMES = {'2d': '', '1d': '-1D', '1dpp': '-1D++', '2dpp': '-2D++', '1d-la': '-1D-la', '1dpp-la': '-1D++-la'}
 #: Benchmark modes: (autocast dtype or None, memory format of model and input).
 MODES: Dict[str, Tuple[Optional[torch.dtype], torch.memory_format]] = {
     'fp32': (None, torch.contiguous_format), 'bf16': (torch.bfloat16, torch.channels_last),

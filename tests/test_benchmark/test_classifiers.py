@@ -38,11 +38,12 @@ def test_names_and_drop_path_rate():
     assert drop_path_rate(CONFIG_DIR, 'base') == pytest.approx(0.5)
 
 
-def test_learnable_angle_variant_is_the_la_config():
-    """'1d-la' times the T-1D recipe with learnable bilinear angles; B has no such config."""
-    cfg = Config.fromfile(config_path(CONFIG_DIR, 'tiny', '1d-la'))
-    assert cfg.model.backbone.variant == '1d'
+@pytest.mark.parametrize('variant,name', [('1d', 'ConvNeXt-T-1D-la (mmo1d)'), ('1dpp', 'ConvNeXt-T-1D++-la (mmo1d)')])
+def test_learnable_angle_variant_is_the_la_config(variant, name):
+    """'1d-la' and '1dpp-la' time the T recipes with learnable bilinear angles; B has no such config."""
+    cfg = Config.fromfile(config_path(CONFIG_DIR, 'tiny', f'{variant}-la'))
+    assert cfg.model.backbone.variant == variant
     assert cfg.model.backbone.rounding == 'bilinear' and cfg.model.backbone.learnable_angles
-    assert display_name('tiny', '1d-la') == 'ConvNeXt-T-1D-la (mmo1d)'
-    with pytest.raises(FileNotFoundError, match='1d-la'):
-        config_path(CONFIG_DIR, 'base', '1d-la')
+    assert display_name('tiny', f'{variant}-la') == name
+    with pytest.raises(FileNotFoundError, match=f'{variant}-la'):
+        config_path(CONFIG_DIR, 'base', f'{variant}-la')

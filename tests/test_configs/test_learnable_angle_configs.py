@@ -19,6 +19,7 @@ SHIPPED = [
     'configs/demo/oriented-convnext-demo-1d-la_upernet_1xb8-500iter_ade20k-demo-128x128.py',
     'configs/mmdet/cascade-mask-rcnn_oriented-convnext-t-1d-la_fpn_4conv1fc-giou_amp-ms-crop-3x_coco.py',
     'configs/mmpretrain/oriented-convnext-tiny-1d-la_32xb128_in1k.py',
+    'configs/mmpretrain/oriented-convnext-tiny-1dpp-la_32xb128_in1k.py',
     'configs/mmseg/oriented-convnext-tiny-1d-la_upernet_8xb2-amp-160k_ade20k-512x512.py',
     'configs/mmseg/oriented-convnext-tiny-1dpp-la_upernet_8xb2-amp-160k_ade20k-512x512.py',
     'configs/mmseg/oriented-convnext-tiny-2dpp-la_upernet_8xb2-amp-160k_ade20k-512x512.py',

@@ -22,10 +22,10 @@ def _config(size, variant):
 
 
 def test_every_config_is_covered():
-    """The paper's models here; the learnable-angle one in test_learnable_angle_configs.py."""
+    """The paper's models here; the learnable-angle ones in test_learnable_angle_configs.py."""
     names = sorted(p.name for p in CONFIG_DIR.glob('*.py'))
     assert names == sorted([f'oriented-convnext-{s}-{v}_32xb128_in1k.py' for s in SIZES for v in VARIANTS]
-                           + ['oriented-convnext-tiny-1d-la_32xb128_in1k.py'])
+                           + [f'oriented-convnext-tiny-{v}-la_32xb128_in1k.py' for v in ('1d', '1dpp')])
 
 
 @pytest.mark.parametrize('size', SIZES)
