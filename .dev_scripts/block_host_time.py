@@ -20,15 +20,20 @@ from mmo1d.models.layers.recompute import call_recomputing
 
 
 def _keep_h(block):
-    """The "++" convolution without the recompute: its input h = GELU(pre) is saved for backward."""
-    block._mid = lambda pre: block.mid_conv(block.act(pre).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+    """The "++" convolution without the recompute: its input h = GELU(pw1(x)) is saved for backward."""
+    def mid(x):
+        pre = block.pointwise_conv1(x)
+        return block.mid_conv(block.act(pre).permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+    block._mid = mid
     return block
 
 
 def _hooks(block):
     """h made again in backward through saved-tensor hooks (RecomputeSaved), a node each for GELU and
     the convolution, as the blocks did before oriented_dwconv1d_gelu."""
-    def mid(pre):
+    def mid(x):
+        pre = block.pointwise_conv1(x)
         conv = lambda t: block.mid_conv(t.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)  # noqa: E731
         return call_recomputing(conv, block.act(pre), lambda: block.act(pre))
 
@@ -37,9 +42,14 @@ def _hooks(block):
 
 
 def _mul_add(block):
-    """The residual as ``shortcut + drop_path(gamma * branch)``, as mmpretrain writes it."""
-    block._residual = types.MethodType(
-        lambda self, shortcut, branch: shortcut + self.drop_path(self.gamma.view(-1, 1, 1) * branch), block)
+    """The residual as ``shortcut + drop_path(gamma * (branch + bias))``, as mmpretrain writes it (the
+    bias: pw2's, where the block computed its product alone)."""
+    def residual(self, shortcut, branch, bias=None):
+        if bias is not None:
+            branch = branch + bias.view(-1, 1, 1)
+        return shortcut + self.drop_path(self.gamma.view(-1, 1, 1) * branch)
+
+    block._residual = types.MethodType(residual, block)
     return block
 
 
@@ -49,11 +59,11 @@ def _cast_nodes(block):
     them inside its node."""
     from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_gelu
 
-    def forward(x, conv, fn):
+    def forward(x, *pre_bias, conv, fn):
         dev = conv.weight.device.type
         dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else conv.weight.dtype
         return fn(x, conv.weight.to(dtype), conv.theta, conv.bias.to(dtype), conv.stride, conv.rounding,
-                  conv.residual, conv.sigma, conv.radius)
+                  conv.residual, conv.sigma, conv.radius, *pre_bias)
 
     for conv in (block.depthwise_conv, block.mid_conv):
         conv.forward = functools.partial(forward, conv=conv, fn=oriented_dwconv1d)
