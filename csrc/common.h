@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include <string>
+#include <vector>
 
 #if defined(__CUDACC__)
 #define MMO1D_HOST_DEVICE __host__ __device__ __forceinline__
@@ -36,6 +37,19 @@ inline std::string shape_str(const at::Tensor& t) {
 // The dtype kernels accumulate in: float64 for float64 tensors, float32 otherwise.
 inline at::ScalarType accumulation_type(at::ScalarType t) {
   return t == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// An optional tensor argument that was passed (a `Tensor?` of a schema may also arrive undefined).
+inline bool is_given(const c10::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined();
+}
+
+// (1, C, 1, ...) for t of C channels in dim 1: the shape that a per-channel (C,) tensor takes to
+// broadcast against t, or that t's per-channel sums keep.
+inline std::vector<int64_t> channel_shape(const at::Tensor& t) {
+  std::vector<int64_t> shape(t.dim(), 1);
+  shape[1] = t.size(1);
+  return shape;
 }
 
 // A gradient of an op's output: the expected shape and the dtype of the tensor it belongs to.

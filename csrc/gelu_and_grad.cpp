@@ -11,24 +11,18 @@
 
 namespace mmo1d {
 
-namespace {
-
-bool given(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
-}  // namespace
-
 void check_gelu_and_grad_args(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
                               const c10::optional<at::Tensor>& bias) {
   TORCH_CHECK(at::isFloatingType(pre.scalar_type()), "gelu_and_grad: pre must be floating point, got ",
               pre.scalar_type());
-  if (given(grad)) {
+  if (is_given(grad)) {
     TORCH_CHECK(grad->sizes() == pre.sizes() && grad->scalar_type() == pre.scalar_type() &&
                     grad->device() == pre.device(),
                 "gelu_and_grad: grad must have pre's shape, dtype and device, got ", shape_str(*grad), " ",
                 grad->scalar_type(), " on ", grad->device(), " for ", shape_str(pre), " ", pre.scalar_type(), " on ",
                 pre.device());
   }
-  if (given(bias)) {
+  if (is_given(bias)) {
     TORCH_CHECK(pre.dim() >= 2, "gelu_and_grad: a bias needs pre of 2 or more dims (channels in dim 1), got ",
                 shape_str(pre));
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == pre.size(1) && at::isFloatingType(bias->scalar_type()) &&
@@ -44,8 +38,8 @@ bool gelu_and_grad_in_kernel_domain(const at::Tensor& pre, const c10::optional<a
   const at::ScalarType t = pre.scalar_type();
   if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
   if (!pre.is_non_overlapping_and_dense() || pre.numel() >= (int64_t(1) << 31)) return false;
-  if (given(grad) && grad->strides() != pre.strides()) return false;
-  if (!given(bias)) return given(grad);
+  if (is_given(grad) && grad->strides() != pre.strides()) return false;
+  if (!is_given(bias)) return is_given(grad);
   const int64_t pack = 16 / static_cast<int64_t>(pre.element_size());
   return pre.dim() == 4 && pre.is_contiguous(at::MemoryFormat::ChannelsLast) && pre.size(1) % pack == 0;
 }
@@ -53,15 +47,13 @@ bool gelu_and_grad_in_kernel_domain(const at::Tensor& pre, const c10::optional<a
 GeluAndGrad gelu_and_grad_composite(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
                                     const c10::optional<at::Tensor>& bias) {
   const at::Tensor none = at::empty({0}, pre.options());
-  if (!given(bias)) {
-    return {at::gelu(pre), given(grad) ? at::gelu_backward(*grad, pre) : none, none};
+  if (!is_given(bias)) {
+    return {at::gelu(pre), is_given(grad) ? at::gelu_backward(*grad, pre) : none, none};
   }
-  const at::ScalarType opmath = pre.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  std::vector<int64_t> shape(pre.dim(), 1);
-  shape[1] = pre.size(1);
-  const at::Tensor x = pre.to(opmath) + bias->to(opmath).view(shape);
+  const at::ScalarType opmath = accumulation_type(pre.scalar_type());
+  const at::Tensor x = pre.to(opmath) + bias->to(opmath).view(channel_shape(pre));
   at::Tensor h = at::gelu(x).to(pre.scalar_type());
-  if (!given(grad)) return {h, none, at::empty({0}, bias->options())};
+  if (!is_given(grad)) return {h, none, at::empty({0}, bias->options())};
   at::Tensor dpre = at::gelu_backward(grad->to(opmath), x).to(pre.scalar_type());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < pre.dim(); ++d) {

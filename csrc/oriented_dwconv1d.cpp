@@ -132,7 +132,7 @@ at::Tensor forward_gelu(const at::Tensor& pre, const at::Tensor& weight, const a
                         double sigma, double radius, bool residual, const c10::optional<at::Tensor>& pre_bias) {
   static auto op = find_op<ForwardFn>("mmo1d::oriented_dwconv1d");
   static auto gelu_op = find_op<GeluAndGradFn>("mmo1d::gelu_and_grad");
-  const at::Tensor h = pre_bias.has_value() && pre_bias->defined()
+  const at::Tensor h = is_given(pre_bias)
                            ? std::get<0>(gelu_op.call(pre, c10::nullopt, pre_bias))
                            : at::gelu(pre);
   return op.call(h, weight, theta, bias, stride, rounding, sigma, radius, residual);

@@ -14,20 +14,8 @@
 
 namespace mmo1d {
 
-namespace {
-
-bool given(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
-std::vector<int64_t> channel_view(const at::Tensor& branch) {
-  std::vector<int64_t> shape(branch.dim(), 1);
-  shape[1] = branch.size(1);
-  return shape;
-}
-
-}  // namespace
-
 void check_scaled_residual_bias(const at::Tensor& branch, const c10::optional<at::Tensor>& bias) {
-  if (!given(bias)) return;
+  if (!is_given(bias)) return;
   TORCH_CHECK(branch.dim() >= 2 && bias->dim() == 1 && bias->size(0) == branch.size(1) &&
                   at::isFloatingType(bias->scalar_type()) && bias->device() == branch.device(),
               "scaled_residual: bias must be a floating-point (C,) tensor on the branch's device, C = the "
@@ -56,16 +44,21 @@ bool scaled_residual_in_kernel_domain(const at::Tensor& shortcut, const at::Tens
          scale.size(-1) == 1;
 }
 
+namespace {
+
+// branch + bias along dim 1 in float32 (float64 if either is float64; branch itself without a bias):
+// ATen's form of the term that scale multiplies.
 at::Tensor biased_branch(const at::Tensor& branch, const c10::optional<at::Tensor>& bias) {
-  if (!given(bias)) return branch;
-  const bool f64 = branch.scalar_type() == at::kDouble || bias->scalar_type() == at::kDouble;
-  const at::ScalarType opmath = f64 ? at::kDouble : at::kFloat;
-  return at::add(branch.to(opmath), bias->to(opmath).view(channel_view(branch)));
+  if (!is_given(bias)) return branch;
+  const at::ScalarType opmath = accumulation_type(at::promote_types(branch.scalar_type(), bias->scalar_type()));
+  return at::add(branch.to(opmath), bias->to(opmath).view(channel_shape(branch)));
 }
+
+}  // namespace
 
 at::Tensor scaled_residual_composite(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
                                      const c10::optional<at::Tensor>& bias) {
-  if (!given(bias)) return at::addcmul(shortcut, branch, scale);
+  if (!is_given(bias)) return at::addcmul(shortcut, branch, scale);
   const at::ScalarType out_dtype = at::native::result_type({shortcut, branch, scale, *bias});
   return at::addcmul(shortcut, biased_branch(branch, bias), scale).to(out_dtype);
 }
@@ -87,8 +80,8 @@ ResidualGrads scaled_residual_backward_composite(const at::Tensor& grad, const a
   if (output_mask[2]) {
     grad_scale = at::mul(grad, biased_branch(branch, bias)).sum_to_size(scale.sizes()).to(scale.scalar_type());
   }
-  if (output_mask[3] && given(bias)) {
-    const at::Tensor per_channel = at::mul(grad, scale).sum_to_size(channel_view(branch));
+  if (output_mask[3] && is_given(bias)) {
+    const at::Tensor per_channel = at::mul(grad, scale).sum_to_size(channel_shape(branch));
     grad_bias = per_channel.view({bias->size(0)}).to(bias->scalar_type());
   }
   return {grad_shortcut, grad_branch, grad_scale, grad_bias};
@@ -122,7 +115,7 @@ class ScaledResidualFunction : public torch::autograd::Function<ScaledResidualFu
     static auto op =
         c10::Dispatcher::singleton().findSchemaOrThrow("mmo1d::scaled_residual", "").typed<ForwardFn>();
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({branch, scale, given(bias) ? *bias : at::Tensor()});
+    ctx->save_for_backward({branch, scale, is_given(bias) ? *bias : at::Tensor()});
     ctx->saved_data["shortcut_sizes"] = shortcut.sizes().vec();
     return op.call(shortcut, branch, scale, bias);
   }
@@ -142,7 +135,7 @@ class ScaledResidualFunction : public torch::autograd::Function<ScaledResidualFu
     if (at::GradMode::is_enabled()) {
       // Backward differentiated (higher-order gradients): ATen's differentiable ops.
       at::Tensor grad_bias;
-      if (mask[3]) grad_bias = at::mul(grad, scale).sum_to_size(channel_view(branch)).view({branch.size(1)});
+      if (mask[3]) grad_bias = at::mul(grad, scale).sum_to_size(channel_shape(branch)).view({branch.size(1)});
       return {mask[0] ? grad.sum_to_size(sizes) : at::Tensor(),
               mask[1] ? at::mul(grad, scale).sum_to_size(branch.sizes()).to(branch.scalar_type()) : at::Tensor(),
               mask[2] ? at::mul(grad, biased_branch(branch, bias)).sum_to_size(scale.sizes()).to(scale.scalar_type())

@@ -25,10 +25,6 @@ bool scaled_residual_in_kernel_domain(const at::Tensor& shortcut, const at::Tens
 // A clear error for a bias that is not a floating (C,) tensor on the branch's device.
 void check_scaled_residual_bias(const at::Tensor& branch, const c10::optional<at::Tensor>& bias);
 
-// branch + bias along dim 1 in float32 (float64 if either is float64; branch itself without a bias):
-// ATen's form of the term that scale multiplies.
-at::Tensor biased_branch(const at::Tensor& branch, const c10::optional<at::Tensor>& bias);
-
 // The op with ATen's ops (the CPU kernel, and the CUDA one outside the kernel's domain): addcmul on the
 // biased branch, in the promoted dtype of the four.
 at::Tensor scaled_residual_composite(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,

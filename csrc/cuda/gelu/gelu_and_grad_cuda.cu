@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <tuple>
 
+#include "../../common.h"
 #include "../../gelu_and_grad.h"
 #include "../common/common.cuh"
 
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(32 * kSumRows) row_block_sums_kernel(const flo
 
 GeluAndGrad gelu_bias_rows_cuda(const at::Tensor& pre, const c10::optional<at::Tensor>& grad, const at::Tensor& bias,
                                 int sms, cudaStream_t stream) {
-  const bool with_grad = grad.has_value() && grad->defined();
+  const bool with_grad = is_given(grad);
   at::Tensor h = at::empty_like(pre);  // channels_last, as pre
   at::Tensor dpre = with_grad ? at::empty_like(pre) : at::empty({0}, pre.options());
   const at::Tensor bias_f = bias.to(at::kFloat).contiguous();
@@ -211,7 +212,7 @@ GeluAndGrad gelu_bias_rows_cuda(const at::Tensor& pre, const c10::optional<at::T
 GeluAndGrad gelu_and_grad_cuda(const at::Tensor& pre, const c10::optional<at::Tensor>& grad,
                                const c10::optional<at::Tensor>& bias) {
   check_gelu_and_grad_args(pre, grad, bias);
-  const bool with_bias = bias.has_value() && bias->defined();
+  const bool with_bias = is_given(bias);
   const bool rows_aligned = cuda::aligned16(pre) && (!grad.has_value() || cuda::aligned16(*grad));
   if (!gelu_and_grad_in_kernel_domain(pre, grad, bias) || (with_bias && !rows_aligned)) {
     return gelu_and_grad_composite(pre, grad, bias);

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "../../common.h"
 #include "../../scaled_residual.h"
 #include "../common/common.cuh"
 #include "residual_backward_kernels.cuh"
@@ -111,7 +112,7 @@ void launch_scaled_residual(const at::Tensor& shortcut, const at::Tensor& branch
 at::Tensor forward_cuda(const at::Tensor& shortcut, const at::Tensor& branch, const at::Tensor& scale,
                         const c10::optional<at::Tensor>& bias_opt) {
   check_scaled_residual_bias(branch, bias_opt);
-  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  const at::Tensor bias = is_given(bias_opt) ? *bias_opt : at::Tensor();
   const at::ScalarType out_dtype = bias.defined() ? at::native::result_type({shortcut, branch, scale, bias})
                                                   : at::native::result_type({shortcut, branch, scale});
   if (!scaled_residual_in_kernel_domain(shortcut, branch, scale, bias, out_dtype)) {
@@ -194,7 +195,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_backward_cl(const at::Tenso
 ResidualGrads backward_cuda(const at::Tensor& grad, const at::Tensor& branch, const at::Tensor& scale,
                             const c10::optional<at::Tensor>& bias_opt, at::IntArrayRef shortcut_sizes,
                             std::array<bool, 4> output_mask) {
-  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  const at::Tensor bias = is_given(bias_opt) ? *bias_opt : at::Tensor();
   // In the kernels' domain: grad and branch of one shape and layout.
   const bool domain = (output_mask[1] || output_mask[2] || output_mask[3]) && grad.sizes() == branch.sizes() &&
                       scaled_residual_in_kernel_domain(grad, branch, scale, bias, branch.scalar_type()) &&
@@ -208,14 +209,9 @@ ResidualGrads backward_cuda(const at::Tensor& grad, const at::Tensor& branch, co
     if (!output_mask[3]) grad_bias = at::Tensor();
     return {grad_shortcut, grad_branch, grad_scale, grad_bias};
   }
-  at::Tensor grad_scale, grad_bias;
-  if (output_mask[2]) {
-    grad_scale = at::mul(grad, biased_branch(branch, bias_opt)).sum_to_size(scale.sizes()).to(scale.scalar_type());
-  }
-  if (output_mask[3] && bias.defined()) {
-    grad_bias = std::get<3>(scaled_residual_backward_composite(grad, branch, scale, bias_opt, shortcut_sizes,
-                                                               {false, false, false, true}));
-  }
+  // The scale's and the bias's sums with ATen's ops; the branch's gradient with the forward's kernel.
+  auto [unused_shortcut, unused_branch, grad_scale, grad_bias] = scaled_residual_backward_composite(
+      grad, branch, scale, bias_opt, shortcut_sizes, {false, false, output_mask[2], output_mask[3]});
   at::Tensor grad_branch;
   if (output_mask[1]) {
     grad_branch = at::empty_like(grad, grad.options().dtype(branch.scalar_type()));
