@@ -213,7 +213,7 @@ GeluAndGrad gelu_and_grad_cuda(const at::Tensor& pre, const c10::optional<at::Te
                                const c10::optional<at::Tensor>& bias) {
   check_gelu_and_grad_args(pre, grad, bias);
   const bool with_bias = is_given(bias);
-  const bool rows_aligned = cuda::aligned16(pre) && (!grad.has_value() || cuda::aligned16(*grad));
+  const bool rows_aligned = cuda::aligned16(pre) && (!is_given(grad) || cuda::aligned16(*grad));
   if (!gelu_and_grad_in_kernel_domain(pre, grad, bias) || (with_bias && !rows_aligned)) {
     return gelu_and_grad_composite(pre, grad, bias);
   }
