@@ -185,6 +185,8 @@ GELU_CASES = [
     ((2, 4096, 3, 3), torch.float16, True, 0, 'grad'),
     ((2, 48, 5, 5), torch.float32, True, 0, 'forward'),
     ((1, 6144, 2, 3), torch.bfloat16, True, 0, 'grad'),
+    ((1, 8200, 1, 3), torch.float16, True, 0, 'grad'),  # three column chunks, an idle thread
+    ((2, 384, 5, 7), torch.bfloat16, True, 0, 'forward'),
 ]
 
 

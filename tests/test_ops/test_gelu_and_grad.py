@@ -7,7 +7,7 @@ compute each element as ATen's kernels do; the CPU runs them). The bias's gradie
 sum of the returned ``dpre``: within the float32 bound of its additions on random values, and exactly
 where every partial sum is a whole number that float32 holds (any order of additions gives it, so a
 missed or repeated row shows). Every dtype the kernels take, both layouts, the models' channel counts
-(several column chunks above 2048 16-bit channels), vector and element-wise packs and inputs outside
+(several column chunks above 4096 16-bit channels), vector and element-wise packs and inputs outside
 the kernels' domain (other strides, float64, channels not a multiple of the 16-byte pack).
 """
 import pytest
@@ -79,8 +79,9 @@ def test_equals_atens_gelu_and_its_gradient(device, dtype, fmt, shape):
 @pytest.mark.parametrize('shape,fmt', [
     ((2, 384, 14, 14), 'channels_last'),  # the kernel: one column chunk of 48 (16-bit) packs
     ((3, 40, 9, 7), 'channels_last'),  # 5 (16-bit) or 10 (float32) packs, odd plane
-    ((2, 4096, 3, 2), 'channels_last'),  # two column chunks of 256 16-bit packs
-    ((1, 6144, 2, 3), 'channels_last'),  # three
+    ((2, 4096, 3, 2), 'channels_last'),  # one column chunk of 512 16-bit packs (two in float32)
+    ((1, 6144, 2, 3), 'channels_last'),  # two (16-bit) or three (float32)
+    ((1, 8200, 1, 3), 'channels_last'),  # three of 342 16-bit packs, the last with an idle thread
     ((2, 64, 14, 14), 'nchw'),  # ATen's ops: another memory order
     ((2, 36, 5, 5), 'channels_last'),  # ATen's ops (16-bit): channels not a multiple of the pack
 ])
@@ -131,6 +132,13 @@ def test_off_the_vector_alignment_and_outside_the_domain(device):
     got = _op(pre_cl, grad_cl, bias)
     _assert_bitwise(got[:2], _expected(pre_cl, grad_cl, bias))
     _assert_bias_grad(got[2], got[1], bias)
+    # A bias one float into its storage: the kernels' packs of the bias take a copy.
+    pre_cl, grad_cl = _inputs((2, 16, 6, 5), torch.bfloat16, device, 'channels_last', seed=6)
+    bias = _bias(17, torch.float32, device)[1:]
+    got = _op(pre_cl, grad_cl, bias)
+    _assert_bitwise(got[:2], _expected(pre_cl, grad_cl, bias))
+    _assert_bias_grad(got[2], got[1], bias)
+    _assert_bitwise(_op(pre_cl, None, bias)[:1], got[:1])
     pre, grad = _inputs((2, 16, 6, 5), torch.bfloat16, device, 'nchw', seed=4)
     grad = grad.contiguous(memory_format=torch.channels_last)
     _assert_bitwise(_op(pre, grad)[:2], _expected(pre, grad))
