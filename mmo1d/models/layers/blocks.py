@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from mmo1d.ops import OrientedDWConv1d, scaled_residual
 
 from .depthwise import DepthwiseConv2d
+from .linear import plain_linear
 from .norm import LayerNorm
 
 
@@ -67,15 +68,6 @@ class DropPath(nn.Module):
 
     def extra_repr(self) -> str:
         return f'drop_prob={self.drop_prob}'
-
-
-def _plain_linear(layer: nn.Module) -> bool:
-    """``layer`` is an ``nn.Linear`` with a bias and no forward hooks: its product and bias may be
-    computed apart."""
-    module_hooks = nn.modules.module
-    return (type(layer) is nn.Linear and layer.bias is not None and not layer._forward_hooks
-            and not layer._forward_pre_hooks and not module_hooks._global_forward_hooks
-            and not module_hooks._global_forward_pre_hooks)
 
 
 class OrientedConvNeXtBlock(BaseModule):
@@ -159,7 +151,7 @@ class OrientedConvNeXtBlock(BaseModule):
         in training (gradients on, not traced or compiled, no activation checkpointing) with a plain
         ``nn.Linear``."""
         return (torch.is_grad_enabled() and not self.with_cp and not torch.compiler.is_compiling()
-                and not torch.jit.is_tracing() and _plain_linear(linear))
+                and not torch.jit.is_tracing() and plain_linear(linear))
 
     def _mid(self, x: Tensor) -> Tensor:
         """``pw1``, GELU and the "++" convolution: (N, H, W, C) -> (N, H, W, 4C).
