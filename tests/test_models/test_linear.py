@@ -33,6 +33,12 @@ def test_aligned_linear_equals_the_layer_and_its_gradients(in_features, multiple
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
 
 
+def test_aligned_linear_reports_a_wrong_feature_count_as_the_layer_does():
+    layer = nn.Linear(3, 8)
+    with pytest.raises(RuntimeError, match=r'4 and 3x8|shapes cannot be multiplied'):
+        aligned_linear(torch.randn(2, 5, 4), layer)
+
+
 def test_aligned_linear_under_autocast_computes_in_the_autocast_dtype():
     layer = nn.Linear(3, 16)
     x = _image_view((2, 4, 6, 3), torch.float32)

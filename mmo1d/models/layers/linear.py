@@ -23,7 +23,7 @@ def aligned_linear(x: Tensor, layer: nn.Linear, multiple: int = 8) -> Tensor:
     before it is padded, so the padded copy is made once, in the autocast dtype.
     """
     pad = -layer.in_features % multiple
-    if pad == 0:
+    if pad == 0 or x.shape[-1] != layer.in_features:  # (the Linear's own error for the latter)
         return layer(x)
     device_type = x.device.type
     if torch.is_autocast_enabled(device_type):
