@@ -1,8 +1,12 @@
 """``mmo1d.models.layers.linear``: the Linear on zero-padded input features, and when a Linear may be
 computed apart from its module. Oracles: the ``nn.Linear`` itself (values and gradients) and
 PyTorch's hook registries."""
+import gc
+import weakref
+
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mmo1d.models.layers import DepthwiseOrientedStem
@@ -30,6 +34,33 @@ def test_aligned_linear_equals_the_layer_and_its_gradients(in_features, multiple
     want_grads = torch.autograd.grad(want, (x, layer.weight, layer.bias), grad)
     for g, w in zip(got_grads, want_grads):
         assert g.shape == w.shape and g.dtype == w.dtype
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('input_grad', [False, True])
+def test_aligned_linear_keeps_no_padded_copy_for_backward(monkeypatch, input_grad):
+    # The padded inputs are made again in backward: after the forward none is alive, and the
+    # gradients are still the layer's.
+    copies = []
+    pad = F.pad
+
+    def recorded(t, *args, **kwargs):
+        out = pad(t, *args, **kwargs)
+        if out.dim() == 4:
+            copies.append(weakref.ref(out))
+        return out
+
+    monkeypatch.setattr(F, 'pad', recorded)
+    layer = nn.Linear(3, 16).double()
+    x = _image_view((2, 6, 5, 3)).requires_grad_(input_grad)
+    y = aligned_linear(x, layer)
+    gc.collect()
+    assert len(copies) == 1 and copies[0]() is None
+    grads = torch.autograd.grad(y.sum(), [t for t in (x, layer.weight, layer.bias) if t.requires_grad])
+    assert len(copies) == 2  # made again once, in backward
+    monkeypatch.undo()
+    want = torch.autograd.grad(layer(x).sum(), [t for t in (x, layer.weight, layer.bias) if t.requires_grad])
+    for g, w in zip(grads, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
 
 
