@@ -2,7 +2,8 @@
 # Every GPU job of the project, one stage of a few minutes at a time; logs and results go to OUT_DIR:
 #
 #   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid/ if present): build.log
-#   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs: gpu_tests.log
+#   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs, the layers'
+#                                                  # GPU cases: gpu_tests.log
 #   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
 #                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
 #                                                  # no .old build): compare.log; MATRIX=grown compares
@@ -93,8 +94,9 @@ case "$STAGE" in
     {
       header
       # shellcheck disable=SC2086
-      "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py -q -p no:cacheprovider -rs \
-        -k 'not bad_inputs' ${PYTEST_ARGS:-}
+      # The model layers' GPU cases (the stem's padded Linear, the 2D models' depthwise convolution) too.
+      "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py tests/test_models/test_linear.py \
+        tests/test_models/test_depthwise.py -q -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
       echo "pytest exit status: $?"
       # The bad-input checks in a process of their own: on the GPU machine's torch 2.11 build a check
       # whose message streamed an integer ended the process instead of raising (csrc/common.h).
