@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU job of the project, one stage of a few minutes at a time; logs and results go to OUT_DIR:
 #
-#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid/ if present): build.log
+#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid*/ if present): build.log
 #   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs, the layers'
 #                                                  # GPU cases: gpu_tests.log
 #   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
@@ -17,7 +17,8 @@
 #                                                  # .old/, then of this tree (OLD_COMMIT names .old's commit),
 #                                                  # one size: models_ab.md, kernel ms new / old; OLD_DIR and
 #                                                  # NEW_DIR (NEW_COMMIT) pick other trees; MID_DIR=.mid
-#                                                  # (MID_COMMIT) times a third between them: mid / old, new / mid
+#                                                  # (MID_COMMIT) times trees between them, several
+#                                                  # separated by spaces: each build / the one before
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
@@ -33,8 +34,8 @@
 #   bash .dev_scripts/gpu.sh scaling     OUT_DIR [options]          # .dev_scripts/gpu_downstream.sh scaling
 #
 # .old/, when present, holds an earlier source tree (e.g. `git archive REV setup.py pyproject.toml
-# README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against; .mid/ a second one (two steps
-# of a branch timed on one machine: .old against .mid, then .mid against this tree). PYTHON picks the
+# README.md MANIFEST.in csrc mmo1d | tar -x -C .old`) to compare against; .mid/ (or .mid1/, .mid2/, ...)
+# the steps of a branch between them, timed on one machine each against the one before. PYTHON picks the
 # interpreter (default: python, else python3); TORCH_CUDA_ARCH_LIST defaults to the visible GPU's
 # architecture; PYTEST_ARGS adds pytest options to `tests`; SOURCE_COMMIT names the commit built where
 # the checkout has no .git. The repository root goes first on PYTHONPATH.
@@ -69,7 +70,7 @@ case "$STAGE" in
     start=$(date +%s)
     jobs=$(nproc 2>/dev/null || echo 8)
     extra=()
-    for tree in .old .mid; do [ -d "$tree" ] && extra+=("$tree"); done
+    for tree in .old .mid*; do [ -d "$tree" ] && extra+=("$tree"); done
     jobs=$(((jobs + ${#extra[@]}) / (${#extra[@]} + 1)))  # every build at once, the cores shared evenly
     for tree in ${extra[@]+"${extra[@]}"}; do
       (cd "$tree" && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/${tree#.}_build.log" 2>&1
@@ -178,19 +179,22 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
     ;;
   models-ab)
-    # old, [mid,] new: each tree's models in turn, then new / old (or mid / old and new / mid).
-    old_dir=$ROOT/${OLD_DIR:-.old} new_dir=$ROOT/${NEW_DIR:-.}
-    builds=(old new)
-    [ -n "${MID_DIR:-}" ] && builds=(old mid new)
-    for build in "${builds[@]}"; do
-      case $build in
-        old) dir=$old_dir commit=${OLD_COMMIT:-old} ;;
-        mid) dir=$ROOT/$MID_DIR commit=${MID_COMMIT:-mid} ;;
-        new) dir=$new_dir commit=${NEW_COMMIT:-${SOURCE_COMMIT:-}} ;;
-      esac
+    # old, [mid ...,] new: each tree's models in turn, then each build against the one before it.
+    # MID_DIR (MID_COMMIT) may name several trees (commits), separated by spaces, in build order.
+    read -r -a mid_dirs <<<"${MID_DIR:-}"
+    read -r -a mid_commits <<<"${MID_COMMIT:-}"
+    names=(old) dirs=("$ROOT/${OLD_DIR:-.old}") commits=("${OLD_COMMIT:-old}")
+    for i in "${!mid_dirs[@]}"; do
+      names+=("mid$([ "${#mid_dirs[@]}" -gt 1 ] && echo $((i + 1)))")
+      dirs+=("$ROOT/${mid_dirs[$i]}")
+      commits+=("${mid_commits[$i]:-${names[-1]}}")
+    done
+    names+=(new) dirs+=("$ROOT/${NEW_DIR:-.}") commits+=("${NEW_COMMIT:-${SOURCE_COMMIT:-}}")
+    for i in "${!names[@]}"; do
+      build=${names[$i]} dir=${dirs[$i]}
       if [ ! -d "$dir/mmo1d" ]; then echo "models-ab: no tree in $dir (see the head of $0)" >&2; exit 2; fi
       echo "== $build build ($dir): $OUT/models_ab_$build.log"
-      if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=$commit "$PY" \
+      if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=${commits[$i]} "$PY" \
         "$ROOT/tools/analysis_tools/benchmark_model.py" --out-dir "$OUT/$build" --kernel-times "$@" \
         >"$OUT/models_ab_$build.log" 2>&1); then
         tail -n 20 "$OUT/models_ab_$build.log"
@@ -198,10 +202,8 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       fi
     done
     : >"$OUT/models_ab.md"
-    # shellcheck disable=SC2086  # the two words of a pair
-    for pair in "${builds[0]} ${builds[1]}" ${builds[2]:+"${builds[1]} ${builds[2]}"}; do
-      set -- $pair
-      a=("$OUT/$1"/models_*.json) b=("$OUT/$2"/models_*.json)
+    for ((i = 1; i < ${#names[@]}; i++)); do
+      a=("$OUT/${names[$((i - 1))]}"/models_*.json) b=("$OUT/${names[$i]}"/models_*.json)
       "$PY" tools/analysis_tools/benchmark_model.py --compare "${a[0]}" "${b[0]}" | tee -a "$OUT/models_ab.md"
     done
     ;;
