@@ -85,12 +85,14 @@ __global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S
     if (!any) continue;  // no tap of the block's channels has these parities
     const int64_t base = int64_t(cls) * g.C;
     __syncthreads();  // the previous class's reads of S and the tables are done
+    // The class's tile copies in flight while the block stages its tables.
+    const int Hs = (Hx - a + 1) / 2, Ws = (Wx - b + 1) / 2;  // phase plane x[a::2, b::2]
+    issue_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (OUTPUTS - 1),
+                              seg_tile_rows<OUTPUTS>(th, ph), seg_tile_cols<OUTPUTS>(tw, pw), pitch, 2 * int64_t(Wx),
+                              2);
     stage_segment_tables<CB>(seg_smem, sw, params.tables.segs + base * g.K, params.tables.segw + base * g.K,
                              s_nseg[cls], c0, g.K, pitch);
-    const int Hs = (Hx - a + 1) / 2, Ws = (Wx - b + 1) / 2;  // phase plane x[a::2, b::2]
-    stage_nhwc_tile<scalar_t>(S, img + (int64_t(a) * Wx + b) * g.C, g.C, Hs, Ws, c0, p0 - ph, q0 - pw - (OUTPUTS - 1),
-                              seg_tile_rows<OUTPUTS>(th, ph), seg_tile_cols<OUTPUTS>(tw, pw), true, pitch,
-                              2 * int64_t(Wx), 2);
+    cp_async_wait_all();
     __syncthreads();
     if (s_uniform[cls][quarter]) {
       win_tasks<scalar_t, OUTPUTS, 1, V, true>(S, nullptr, k0, c0 + k0, s_mode[cls][k0], s_nseg[cls][k0],

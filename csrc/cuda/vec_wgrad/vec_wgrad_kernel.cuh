@@ -74,6 +74,30 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
   scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
                                             align16(sizeof(float) * pcap * CB * (kFastThreads / 32)));
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  // A tile of the whole plane in one strip (stride 1): the first image stages it with its zero halo,
+  // the later images find that halo in place and copy the plane alone (7 x 7 at K=31: 49 of 1369
+  // pixels).
+  const bool whole_plane = P == 1 && th == Hs && twd == Ws && strip >= th;
+  const int n_first = part.first_image(params.io.chunk);
+  // Strip ps of image n staged into S: by cp.async when vec_ok (`wait`: and waited for), else
+  // element by element.
+  auto stage_strip = [&](int n, int ps, bool wait) {
+    const bool plane = whole_plane && n > n_first;
+    scalar_t* tile = S + (plane ? (ph * EW + pwid) * CB : 0);
+    const scalar_t* src = params.io.x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C;
+    const int gi0 = plane ? 0 : p0 + ps - ph, gj0 = plane ? 0 : q0 - pwid;
+    const int EH = plane ? Hs : min(strip, th - ps) + 2 * ph, ew = plane ? Ws : EW;
+    if (vec_ok && !wait) {
+      issue_nhwc_tile<scalar_t>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, EW, int64_t(P) * Wx, P);
+    } else {
+      stage_nhwc_tile<scalar_t>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, vec_ok, EW, int64_t(P) * Wx, P);
+    }
+  };
+  // The first strip's copies in flight while the block writes its point offsets and clears its sums
+  // (the strip's region of shared memory follows theirs).
+  const bool first_issued = vec_ok && n_first < n_end;
+  if (first_issued) stage_strip(n_first, 0, false);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
     const int2 o = (ch < g.C && j0 + j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
@@ -86,22 +110,16 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   float bacc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) bacc[k] = 0.0f;
-  const int n_end = part.end_image(params.io.N, params.io.chunk);
-  // A tile of the whole plane in one strip (stride 1): the first image stages it with its zero halo,
-  // the later images find that halo in place and copy the plane alone (7 x 7 at K=31: 49 of 1369
-  // pixels).
-  const bool whole_plane = P == 1 && th == Hs && twd == Ws && strip >= th;
-  const int n_first = part.first_image(params.io.chunk);
   for (int n = n_first; n < n_end; ++n) {
     for (int ps = 0; ps < th; ps += strip) {
       const int sh = min(strip, th - ps);
-      __syncthreads();  // the previous strip's reads of S are done
-      const bool plane = whole_plane && n > n_first;
-      stage_nhwc_tile<scalar_t>(S + (plane ? (ph * EW + pwid) * CB : 0),
-                                params.io.x + (int64_t(n) * Hx * Wx + int64_t(pa) * Wx + pb) * g.C, g.C, Hs, Ws, c0,
-                                plane ? 0 : p0 + ps - ph, plane ? 0 : q0 - pwid, plane ? Hs : sh + 2 * ph,
-                                plane ? Ws : EW, vec_ok, EW, int64_t(P) * Wx, P);
-      __syncthreads();
+      if (first_issued && n == n_first && ps == 0) {
+        cp_async_wait_all();
+      } else {
+        __syncthreads();  // the previous strip's reads of S are done
+        stage_strip(n, ps, true);
+      }
+      __syncthreads();  // the strip (and, the first time, the offsets and cleared sums) written
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
       const int nout = sh * twd;
       for (int base = 0; base < nout; base += slots * OUTPUTS) {

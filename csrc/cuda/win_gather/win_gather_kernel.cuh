@@ -362,21 +362,26 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * kLists));
   scalar_t* S =
       reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * kLists) + align16(sizeof(float) * g.K * CB));
-  if constexpr (ONE_LIST) {
-    for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
-      const int k = e / g.K, s = e - k * g.K;
-      if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
-      sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+  // The tables (the tile's region of shared memory follows theirs). Without SMALL, staged while the
+  // first sub-tile's copies are in flight: a barrier after the copies' wait covers both. (SMALL
+  // stages them first: its group loop keeps more values live, which the hoisted copies spilled.)
+  auto stage_tables = [&] {
+    if constexpr (ONE_LIST) {
+      for (int e = threadIdx.x; e < CB * g.K; e += blockDim.x) {
+        const int k = e / g.K, s = e - k * g.K;
+        if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
+        sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
+      }
+    } else if (SMALL && s_clip) {  // SMALL: the taps' weights, merged here (segw is null)
+      stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
+      stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
+    } else if (segw != nullptr) {
+      stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
+    } else {
+      stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+      stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
     }
-  } else if (SMALL && s_clip) {  // SMALL: the taps' weights, merged here (segw is null)
-    stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
-    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
-  } else if (segw != nullptr) {
-    stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
-  } else {
-    stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
-    stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
-  }
+  };
   const int k0 = quarter * V;
   float b[V];
 #pragma unroll
@@ -409,6 +414,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     }
   };
   if constexpr (SMALL) {
+    stage_tables();
     // Groups of params.images planes, each staged whole; with room for two groups' tiles at the
     // block's halo, the next group's copies are in flight while a group computes. A buffer's first
     // group stages its tiles with the zero halo around the planes; the later groups find that halo in
@@ -466,14 +472,22 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     }
   } else {
     const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+    // The copies (cp.async) of the sub-tile at (ps, qs) of sth x stw outputs; the caller waits for them.
+    auto issue_sub = [&](int ps, int qs, int sth, int stw) {
+      issue_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1),
+                                seg_tile_rows<OUTPUTS>(sth, ph), seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
+    };
+    issue_sub(0, 0, min(sh, th), min(sw_, tw));
+    stage_tables();
     for (int sub = 0; sub < subs; ++sub) {
       const int ps = (sub / subs_w) * sh, qs = (sub % subs_w) * sw_;
       const int sth = min(sh, th - ps), stw = min(sw_, tw - qs);
-      const int rows = seg_tile_rows<OUTPUTS>(sth, ph);
-      __syncthreads();  // tables written; the previous sub-tile's reads of S are done
-      stage_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1), rows,
-                                seg_tile_cols<OUTPUTS>(stw, pw), true, pitch, g.W, 1);
-      __syncthreads();
+      if (sub > 0) {
+        __syncthreads();  // the previous sub-tile's reads of S are done
+        issue_sub(ps, qs, sth, stw);
+      }
+      cp_async_wait_all();
+      __syncthreads();  // the sub-tile (and, the first time, the tables) written
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
         win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
                                                               bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
