@@ -105,6 +105,20 @@ def test_plain_linear_is_a_bare_nn_linear_with_a_bias():
     assert plain_linear(hooked)
 
 
+def _stem_results(stem, x, dtype, hooked):
+    """The stem's output and the gradients of x, pw1's weight and bias; ``hooked``: with a forward
+    hook on pw1 (the module's own call, not the padded one)."""
+    handle = stem.pw1.register_forward_hook(lambda m, i, o: None) if hooked else None
+    stem.zero_grad()
+    x.grad = None
+    with torch.autocast('cuda', dtype=dtype or torch.float32, enabled=dtype is not None):
+        y = stem(x)
+    y.float().square().sum().backward()
+    if handle is not None:
+        handle.remove()
+    return y.float(), x.grad.clone(), stem.pw1.weight.grad.clone(), stem.pw1.bias.grad.clone()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16, None])
 def test_stem_pads_pw1_on_the_gpu_with_the_same_values(monkeypatch, dtype):
@@ -118,18 +132,22 @@ def test_stem_pads_pw1_on_the_gpu_with_the_same_values(monkeypatch, dtype):
     torch.manual_seed(0)
     stem = DepthwiseOrientedStem(3, 64, 96, 15).cuda()
     x = torch.randn(2, 3, 37, 45, device='cuda', requires_grad=True)
-    results = []
-    for hooked in (False, True):  # a hook on pw1: the module's own call
-        handle = stem.pw1.register_forward_hook(lambda m, i, o: None) if hooked else None
-        stem.zero_grad()
-        x.grad = None
-        with torch.autocast('cuda', dtype=dtype or torch.float32, enabled=dtype is not None):
-            y = stem(x)
-        y.float().square().sum().backward()
-        results.append((y.float(), x.grad, stem.pw1.weight.grad, stem.pw1.bias.grad))
-        if handle is not None:
-            handle.remove()
+    padded = _stem_results(stem, x, dtype, hooked=False)
     assert calls and all(c == 3 for c in calls)  # forward, then the recompute in backward
-    tol = dict(rtol=1e-5, atol=1e-5) if dtype is None else dict(rtol=2e-2, atol=2e-2)
-    for got, want in zip(*results):
-        torch.testing.assert_close(got, want, **tol)
+    calls.clear()
+    plain = _stem_results(stem, x, dtype, hooked=True)
+    assert not calls
+    if dtype is None:
+        for got, want in zip(padded, plain):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        return
+    # In 16 bits the two differ by their roundings, which the layer norms and the gradients' sums
+    # amplify (x's gradient by up to 3% of its largest value, in both paths alike): each is held to
+    # the float32 run of the module's own call, the padded one no further from it than twice the
+    # plain one's distance (a padding or bias error would be of the values' own size).
+    exact = _stem_results(stem, x, None, hooked=True)
+    for name, got, base, want in zip(('y', 'x.grad', 'weight.grad', 'bias.grad'), padded, plain, exact):
+        scale = want.abs().max()
+        got_err, base_err = ((t - want).abs().max() / scale for t in (got, base))
+        assert got_err <= 2 * base_err + 1e-3, (name, got_err.item(), base_err.item())
+        assert got_err <= 0.06, (name, got_err.item())
