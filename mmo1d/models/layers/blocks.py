@@ -35,6 +35,7 @@ from mmo1d.ops import OrientedDWConv1d, scaled_residual
 from .depthwise import DepthwiseConv2d
 from .linear import plain_linear
 from .norm import LayerNorm
+from .tracing import traced_or_compiled
 
 
 class DropPath(nn.Module):
@@ -150,8 +151,7 @@ class OrientedConvNeXtBlock(BaseModule):
         """Whether this call computes ``linear``'s product alone and leaves its bias to our next op:
         in training (gradients on, not traced or compiled, no activation checkpointing) with a plain
         ``nn.Linear``."""
-        return (torch.is_grad_enabled() and not self.with_cp and not torch.compiler.is_compiling()
-                and not torch.jit.is_tracing() and plain_linear(linear))
+        return torch.is_grad_enabled() and not self.with_cp and not traced_or_compiled() and plain_linear(linear)
 
     def _mid(self, x: Tensor) -> Tensor:
         """``pw1``, GELU and the "++" convolution: (N, H, W, C) -> (N, H, W, 4C).
@@ -191,7 +191,7 @@ class OrientedConvNeXtBlock(BaseModule):
                 scale = keep if scale is None else scale * keep
         if scale is None:
             return shortcut + branch
-        if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        if traced_or_compiled():
             with torch.autocast(branch.device.type, enabled=False):
                 return torch.addcmul(shortcut, branch, scale)
         return scaled_residual(shortcut, branch, scale, bias)

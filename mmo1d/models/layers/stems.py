@@ -14,6 +14,7 @@ from mmo1d.ops import OrientedDWConv1d
 from .linear import aligned_linear, plain_linear
 from .norm import LayerNorm, LayerNorm2d
 from .recompute import call_recomputing
+from .tracing import traced_or_compiled
 
 
 def patchify_stem(in_channels: int, out_channels: int, patch_size: int = 4) -> nn.Sequential:
@@ -81,8 +82,7 @@ class DepthwiseOrientedStem(nn.Module):
         ``nn.Linear``, its input features are padded with zeros to a multiple of 8
         (:func:`aligned_linear`): with the 3 of an RGB image cuBLAS ran a kernel for unaligned rows,
         0.36 ms of ConvNeXt-T-1D++'s 8.9 ms of bf16 inference kernels on an H200."""
-        if (image.is_cuda and plain_linear(self.pw1) and not torch.jit.is_tracing()
-                and not torch.compiler.is_compiling()):
+        if image.is_cuda and plain_linear(self.pw1) and not traced_or_compiled():
             return aligned_linear(image, self.pw1)
         return self.pw1(image)
 
