@@ -105,7 +105,7 @@ struct CallParams {
 
 CallParams call_params(AutogradContext* ctx, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                        c10::optional<at::ScalarType> autocast_dtype, c10::DeviceType device_type) {
-  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_bias = is_given(bias);
   ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
   ctx->saved_data["bias_dtype"] = static_cast<int64_t>(has_bias ? bias->scalar_type() : weight.scalar_type());
   if (!autocast_dtype.has_value()) return {weight, bias};
@@ -122,7 +122,7 @@ void save_options(AutogradContext* ctx, const c10::optional<at::Tensor>& bias, i
   ctx->saved_data["sigma"] = sigma;
   ctx->saved_data["radius"] = radius;
   ctx->saved_data["residual"] = residual;
-  ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+  ctx->saved_data["has_bias"] = is_given(bias);
 }
 
 // oriented_dwconv1d(gelu(pre + pre_bias), ...) without autograd (inference tensors, autocast's inner
@@ -231,7 +231,7 @@ at::Tensor autocast_call(const at::Tensor& input, const at::Tensor& weight, cons
                            c10::optional<at::ScalarType>(dtype), device_type);
   }
   c10::optional<at::Tensor> cast_bias;
-  if (bias.has_value() && bias->defined()) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
+  if (is_given(bias)) cast_bias = at::autocast::cached_cast(dtype, *bias, device_type);
   const at::Tensor cast_weight = at::autocast::cached_cast(dtype, weight, device_type);
   if constexpr (GELU) {
     static auto op = find_op<GeluForwardFn>("mmo1d::oriented_dwconv1d_gelu");

@@ -97,7 +97,7 @@ static inline void check_forward_args(const at::Tensor& input, const at::Tensor&
   TORCH_CHECK(weight.device() == input.device() && theta.device() == input.device(), "oriented_dwconv1d: input (",
               input.device(), "), weight (", weight.device(), ") and theta (", theta.device(),
               ") must be on the same device");
-  if (bias.has_value() && bias->defined()) {
+  if (is_given(bias)) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == C, "oriented_dwconv1d: bias must have shape (", std::to_string(C),
                 ",), got ", shape_str(*bias));
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "oriented_dwconv1d: bias dtype ", bias->scalar_type(),

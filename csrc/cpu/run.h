@@ -26,7 +26,7 @@ at::Tensor run_forward(const at::Tensor& input, const at::Tensor& weight, const 
   const auto op_t = accumulation_type(input.scalar_type());
   const at::Tensor x = input.to(op_t).contiguous(kernel_format(nhwc));
   const at::Tensor w = weight.to(op_t).contiguous();
-  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_bias = is_given(bias);
   const at::Tensor b = has_bias ? bias->to(op_t).contiguous() : at::Tensor();
   at::Tensor y = at::empty({g.N, g.C, g.Ho, g.Wo}, x.options().memory_format(kernel_format(nhwc)));
   AT_DISPATCH_FLOATING_TYPES(op_t, "oriented_dwconv1d_cpu", [&] {

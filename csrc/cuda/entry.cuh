@@ -43,7 +43,7 @@ struct Entry {
 
   // The bias as the kernels read it: contiguous, or none.
   static c10::optional<at::Tensor> contiguous_bias(const c10::optional<at::Tensor>& bias) {
-    return bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
+    return is_given(bias) ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
   }
 };
 
@@ -73,7 +73,7 @@ template <typename MakeArgs>
 void plan_and_run(const Problem& p, Pass pass, at::ScalarType dtype, const c10::optional<at::Tensor>& bias,
                   MakeArgs make_args) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "oriented_dwconv1d_cuda", [&] {
-    const scalar_t* bp = bias.has_value() && bias->defined() ? bias->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* bp = is_given(bias) ? bias->data_ptr<scalar_t>() : nullptr;
     const Plan plan = plan_call<scalar_t>(p, pass);
     run_call<scalar_t>(plan, make_args(bp));
   });
