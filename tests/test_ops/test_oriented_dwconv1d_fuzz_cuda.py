@@ -175,12 +175,16 @@ ANCHORS = [
     Case(10, 3072, 7, 7, 31, 1, torch.float32, 'channels_last', False, 'trunc', 51),
     Case(2, 96, 14, 40, 31, 1, torch.float16, 'channels_last', True, 'trunc', 52),
     Case(2, 64, 13, 13, 31, 2, torch.bfloat16, 'channels_last', False, 'trunc', 53),
-    # ... and blocks that take their images in groups, one after the other, the last block fewer: 14 x 14
-    # planes one image a group (two groups at K=31 with arbitrary angles, one buffer; three at K=15 in
-    # the 8 directions, the next group staged while one computes), 7 x 7 three images a group, two groups.
+    # ... and blocks that take their images in groups, one after the other, the last block fewer, each
+    # 16-bit plane staged with a zero halo of at most OUTPUTS - 1: 14 x 14 planes one image a group (two
+    # groups at K=31 with arbitrary angles; three at K=15 in the 8 directions; the next group staged while
+    # one computes; float32 at K=31 with the lines' clipped halo), 28 x 28 planes in two groups (K=9, one
+    # buffer), 7 x 7 four images a group, two groups.
     Case(23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 54),
     Case(40, 1536, 14, 14, 15, 1, torch.float16, 'channels_last', False, 'trunc', 56),
-    Case(64, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
+    Case(23, 1536, 14, 14, 31, 1, torch.float32, 'channels_last', False, 'trunc', 69),
+    Case(22, 1536, 28, 28, 9, 1, torch.bfloat16, 'channels_last', True, 'trunc', 70),
+    Case(96, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
     # Diagonal lines in pieces of the plane's whole diagonals (one round of the block's slots): two
     # 9 x 9 images a group (the pieces of the first read into the second's rows), 14 x 15 (the last
     # pieces read the row staged below the group).

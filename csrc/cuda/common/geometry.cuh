@@ -162,6 +162,9 @@ struct VecTraits {
 template <typename scalar_t>
 struct WinTraits {
   static constexpr int kOutputs = 16 / VecTraits<scalar_t>::kV;  // kOutputs * V = 16 accumulators per thread
+  // The several-images path (SMALL) skips the zero padding and stages a halo of at most kOutputs - 1
+  // (16-bit; float32's loop spilled with it, so it stages the lines' clipped halo).
+  static constexpr bool kSmallClips = sizeof(scalar_t) == 2;
 };
 
 }  // namespace cuda

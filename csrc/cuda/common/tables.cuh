@@ -225,9 +225,21 @@ struct SegTableView {
 };
 
 // A segment {dh0, dw0, L, first weight slot} as the kernels stage it: {offset of its first point in
-// a staged tile of this row pitch, L, first weight slot, 0}.
+// a staged tile of this row pitch, L, first weight slot, 0}; OFFSET: dh0 and dw0 as two 16-bit halves
+// instead of 0 (staged_segment_offset).
+template <bool OFFSET = false>
 __device__ __forceinline__ int4 staged_segment(int4 seg, int pitch) {
-  return make_int4(seg.x * pitch + seg.y, seg.z, seg.w, 0);
+  if constexpr (OFFSET) {
+    const unsigned packed = (static_cast<unsigned>(seg.x) & 0xffffu) | (static_cast<unsigned>(seg.y) << 16);
+    return make_int4(seg.x * pitch + seg.y, seg.z, seg.w, static_cast<int>(packed));
+  } else {
+    return make_int4(seg.x * pitch + seg.y, seg.z, seg.w, 0);
+  }
+}
+
+// The first point's offset (dh0, dw0) of a segment staged with OFFSET.
+__device__ __forceinline__ int2 staged_segment_offset(int4 staged) {
+  return make_int2(static_cast<short>(staged.w & 0xffff), staged.w >> 16);
 }
 
 // The nseg segments of one channel's row into shared memory (the NCHW kernels: a channel per block).

@@ -244,6 +244,16 @@ inline int win_clipped_halo(int h, int n) {
   return std::min(h, n - 1);
 }
 
+// The halo that a block of several images a plane (the window gather's SMALL) stages: the clipped
+// halo, in 16-bit at most OUTPUTS - 1 (WinTraits::kSmallClips). Its tasks there skip the points that
+// read the zero padding for all of their outputs (win_tasks' CLIP), so they read at most OUTPUTS - 1
+// positions past the plane along their lines.
+template <typename scalar_t>
+int win_small_halo(int h, int n) {
+  const int clipped = win_clipped_halo(h, n);
+  return WinTraits<scalar_t>::kSmallClips ? std::min(clipped, WinTraits<scalar_t>::kOutputs - 1) : clipped;
+}
+
 // Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS
 // outputs with the largest halos mh, mw on both axes (the smallest sub-tile of blocks whose
 // channels have different angles).

@@ -52,8 +52,8 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
   // what their region needs at any halo), so that lines with small halos stage it in fewer sub-tiles.
   // Small planes (one block covers the plane; stride-1 gathers whose blocks merge the taps' weights)
-  // may take several images per block (SMALL), each staged whole with the halo clipped to the plane,
-  // at the largest on both axes (a block's channels may have different angles), in groups one after
+  // may take several images per block (SMALL), each staged whole with a halo of at most OUTPUTS - 1
+  // (win_small_halo) on both axes (a block's channels may have different angles), in groups one after
   // the other; with more than one group the block takes its whole share, so that the next group's
   // copies fit beside the current group's tiles where the block's own halo leaves room.
   const int64_t region = worst_tile();
@@ -64,7 +64,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->images = 1;
   plan->image_groups = 1;
   if (small) {
-    const int h = halo_k / 2, ch = win_clipped_halo(h, g.H), cw = win_clipped_halo(h, g.W);
+    const int h = halo_k / 2, ch = win_small_halo<scalar_t>(h, g.H), cw = win_small_halo<scalar_t>(h, g.W);
     const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
     const int images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
     if (images >= 1) {

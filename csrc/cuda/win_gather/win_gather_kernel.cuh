@@ -67,17 +67,44 @@ __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__
       });
 }
 
+// The points [*l0, *l1] of a segment (first point (dh, dw), L points along u = (ui, uj)) that a
+// task of OUTPUTS outputs from source pixel (P, Q) along u needs inside the SH x SW source plane:
+// window position m (output r + point l) reads pixel (P + dh + m ui, Q + dw + m uj); point l is
+// needed when some r < OUTPUTS puts that pixel inside the plane. The others read only the staged
+// zero halo (*l0 > *l1 when none is left).
+template <int OUTPUTS>
+__device__ __forceinline__ void task_segment_points(int P, int Q, int dh, int dw, int ui, int uj, int L, int SH,
+                                                    int SW, int* l0, int* l1) {
+  int lo = 0, hi = OUTPUTS + L - 2;  // window positions inside the plane
+  auto axis = [&](int x0, int u, int n) {
+    if (u == 0) {
+      if (static_cast<unsigned>(x0) >= static_cast<unsigned>(n)) hi = -1;
+    } else if (u > 0) {
+      lo = max(lo, -x0);
+      hi = min(hi, n - 1 - x0);
+    } else {
+      lo = max(lo, x0 - n + 1);
+      hi = min(hi, x0);
+    }
+  };
+  axis(P + dh, ui, SH);
+  axis(Q + dw, uj, SW);
+  *l0 = max(lo - (OUTPUTS - 1), 0);
+  *l1 = lo <= hi ? min(hi, L - 1) : -1;
+}
+
 // The segment tables of a block's CB channels [c0, c0 + CB) in shared memory:
 // seg_smem[channel][s] = {offset of the segment's first point in a staged tile of this pitch, L,
 // first weight} for the nseg[channel] segments of each channel, and w_smem[point][channel] the
-// weights (none when w_smem is null).
-template <int CB>
+// weights (none when w_smem is null). OFFSET: the segments carry their first point's offset
+// (staged_segment).
+template <int CB, bool OFFSET = false>
 __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem, float* __restrict__ w_smem,
                                                      const int4* __restrict__ segs, const float* __restrict__ segw,
                                                      const int* nseg, int c0, int K, int pitch) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
-    if (s < nseg[k]) seg_smem[e] = staged_segment(segs[int64_t(c0 + k) * K + s], pitch);
+    if (s < nseg[k]) seg_smem[e] = staged_segment<OFFSET>(segs[int64_t(c0 + k) * K + s], pitch);
     if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
@@ -105,8 +132,8 @@ __device__ __forceinline__ int4 clip_segment(int4 seg, int ui, int uj, int H, in
 
 // stage_segment_tables' segments on a plane of H x W task positions, each clipped (clip_segment)
 // and the empty ones dropped: nseg[channel] becomes the count kept. A warp per channel, its lanes
-// over 32 segments at a time.
-template <int CB>
+// over 32 segments at a time. OFFSET: as stage_segment_tables'.
+template <int CB, bool OFFSET>
 __device__ __forceinline__ void stage_clipped_segments(int4* __restrict__ seg_smem, const int4* __restrict__ segs,
                                                        int* nseg, const int* mode, int c0, int K, int pitch, int H,
                                                        int W) {
@@ -120,7 +147,7 @@ __device__ __forceinline__ void stage_clipped_segments(int4* __restrict__ seg_sm
       int4 e = make_int4(0, 0, 0, 0);
       if (s0 + lane < n) e = clip_segment(segs[int64_t(c0 + k) * K + s0 + lane], ui, uj, H, W);
       const unsigned keep = __ballot_sync(0xffffffffu, e.z > 0);
-      if (e.z > 0) seg_smem[k * K + kept + __popc(keep & ((1u << lane) - 1u))] = staged_segment(e, pitch);
+      if (e.z > 0) seg_smem[k * K + kept + __popc(keep & ((1u << lane) - 1u))] = staged_segment<OFFSET>(e, pitch);
       kept += __popc(keep);
     }
     __syncwarp();  // every lane has read nseg[k]
@@ -182,10 +209,18 @@ struct GlobalSegs {
   __device__ __forceinline__ int4 operator[](int s) const { return staged_segment(segs[s], pitch); }
 };
 
+// A source plane of SH x SW pixels whose lines have the halo (hh, hw) (win_tasks' CLIP).
+struct PlaneClip {
+  int hh = 0, hw = 0, SH = 0, SW = 0;
+};
+
 // The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for CHANNELS channels
 // starting at channel kc of the block (c in the tensor) that share one segment list (seg_smem[s]:
-// staged, or GlobalSegs). Task position (p, q)
-// writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// staged, or GlobalSegs). Task position (p, q) reads source pixel (p0s + p, q0s + q), staged with a
+// halo (ph, pw), and writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// CLIP (the several-images path): the tasks whose lines (of halo clip.hh, clip.hw) reach past the
+// clip.SH x clip.SW source plane walk only the points that read it for one of their outputs
+// (task_segment_points), so that a halo of OUTPUTS - 1 staged around the plane suffices.
 // images: sub-tiles of that many images, staged one below the other (image m's from pixel
 // m * image_pixels of S) and written to the planes that follow op, one each (OS = 1, not ACC).
 // ACC: instead of storing, add the sums into the block's fp32 tile `accs` (CB floats per output
@@ -194,13 +229,14 @@ struct GlobalSegs {
 // on different banks whether they take neighbouring rows or columns.
 // pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
 // their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
-template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, typename Segs = const int4*>
+template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, bool CLIP = false,
+          typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
                                           int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
                                           float* __restrict__ accs = nullptr, int images = 1, int image_pixels = 0,
-                                          bool pieces = false) {
+                                          bool pieces = false, PlaneClip clip = {}) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -225,10 +261,24 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
 #pragma unroll
       for (int k = 0; k < CHANNELS; ++k) acc[r][k] = b[k];
     }
+    // CLIP: a task whose window stays inside the source plane at the lines' halo walks every point;
+    // the others only the points that read the plane for one of their outputs (the rest multiply
+    // zeros), which read at most OUTPUTS - 1 positions past the plane.
+    const int P = p0s + p, Q = q0s + q;
+    const bool inside = !CLIP || (P >= clip.hh && P + (OUTPUTS - 1) + clip.hh < clip.SH &&
+                                  Q >= (OUTPUTS - 1) + clip.hw && Q + (OUTPUTS - 1) + clip.hw < clip.SW);
     for (int s = 0; s < nseg; ++s) {
       const int4 e = seg_smem[s];
-      run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x, axis_step, e.y, sw + e.z * CB + kc, CB,
-                                                        acc);
+      int l0 = 0, L = e.y;
+      if (!inside) {
+        const int2 d = staged_segment_offset(e);
+        int l1;
+        task_segment_points<OUTPUTS>(P, Q, d.x, d.y, ui, uj, e.y, clip.SH, clip.SW, &l0, &l1);
+        if (l1 < l0) continue;
+        L = l1 - l0 + 1;
+      }
+      run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
+                                                        sw + (e.z + l0) * CB + kc, CB, acc);
     }
     scalar_t* o = op + ((int64_t(m) * OH + (OS * (p0s + p) + oa)) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
@@ -275,9 +325,9 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // SMALL (a plane that one block covers, not ONE_LIST, OS = 1, the taps' weights: segw null):
 // params.groups groups of params.images images from n * images * groups (fewer in the last block),
 // one group after the other over the same tables; a group's planes staged whole, one below the
-// other, their tasks shared out over the block's slots; and the lines clipped to the plane
-// (clip_segment) where their halo reaches past it, so that the halo staged is at most the plane's
-// size less one.
+// other with a zero halo of at most OUTPUTS - 1 (the tasks skip the points past it: win_tasks),
+// their tasks shared out over the block's slots; and the lines clipped to the plane (clip_segment)
+// where their halo reaches past it.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
 // ONE_LIST).
@@ -352,7 +402,11 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   }
   __syncthreads();
   const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
-  const int pitch = seg_tile_cols<OUTPUTS>(sw_, pw) | 1;
+  // The halo staged: the lines' (ph, pw); SMALL in 16-bit at most OUTPUTS - 1 (win_small_halo: its
+  // planes' halo is all zero padding, which its tasks read no further than that).
+  constexpr bool kClip = SMALL && WinTraits<scalar_t>::kSmallClips;
+  const int sph = kClip ? min(ph, OUTPUTS - 1) : ph, spw = kClip ? min(pw, OUTPUTS - 1) : pw;
+  const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw) | 1;
   // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
   // sw[point][channel] (ONE_LIST: seg_smem holds channel c0's, the list of a block whose channels
   // all share it).
@@ -373,12 +427,12 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
         sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
       }
     } else if (SMALL && s_clip) {  // SMALL: the taps' weights, merged here (segw is null)
-      stage_clipped_segments<CB>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
+      stage_clipped_segments<CB, kClip>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
       stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
     } else if (segw != nullptr) {
       stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
     } else {
-      stage_segment_tables<CB>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+      stage_segment_tables<CB, kClip>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
       stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
     }
   };
@@ -415,11 +469,11 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   };
   if constexpr (SMALL) {
     stage_tables();
-    // Groups of params.images planes, each staged whole; with room for two groups' tiles at the
-    // block's halo, the next group's copies are in flight while a group computes. A buffer's first
-    // group stages its tiles with the zero halo around the planes; the later groups find that halo in
-    // place and copy the planes alone (14 x 14 at K=31: 196 of the 1880 pixels of a tile).
-    const int rows = seg_tile_rows<OUTPUTS>(th, ph), image_pixels = rows * pitch;
+    // Groups of params.images planes, each staged whole with a halo of at most OUTPUTS - 1 (sph, spw);
+    // with room for two groups' tiles, the next group's copies are in flight while a group computes. A
+    // buffer's first group stages its tiles with the zero halo around the planes; the later groups find
+    // that halo in place and copy the planes alone.
+    const int rows = seg_tile_rows<OUTPUTS>(th, sph), image_pixels = rows * pitch;
     const int per_group = params.images, groups = (images + per_group - 1) / per_group;
     // Diagonal lines in pieces of the plane's whole diagonals where that takes one round of the
     // block's slots instead of two (14 x 14: 60 tasks instead of 68), the group's region followed by
@@ -439,11 +493,11 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
         const scalar_t* plane = img + int64_t(m0 + m) * g.H * g.W * g.C;
         scalar_t* tile = buf + m * image_pixels * CB;
         if (whole) {
-          issue_nhwc_tile<scalar_t>(tile, plane, g.C, g.H, g.W, c0, -ph, -pw - (OUTPUTS - 1), rows,
-                                    seg_tile_cols<OUTPUTS>(tw, pw), pitch, g.W, 1);
+          issue_nhwc_tile<scalar_t>(tile, plane, g.C, g.H, g.W, c0, -sph, -spw - (OUTPUTS - 1), rows,
+                                    seg_tile_cols<OUTPUTS>(tw, spw), pitch, g.W, 1);
         } else {
-          issue_nhwc_tile<scalar_t>(tile + (ph * pitch + pw + OUTPUTS - 1) * CB, plane, g.C, g.H, g.W, c0, 0, 0, g.H,
-                                    g.W, pitch, g.W, 1);
+          issue_nhwc_tile<scalar_t>(tile + (sph * pitch + spw + OUTPUTS - 1) * CB, plane, g.C, g.H, g.W, c0, 0, 0,
+                                    g.H, g.W, pitch, g.W, 1);
         }
       }
       cp_async_commit();
@@ -461,9 +515,9 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       const scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
       scalar_t* gop = op + int64_t(m0) * OH * OW * g.C;
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(buf, gop, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
-                                                              bias_k, th, tw, 0, 0, ph, pw, pitch, OH, OW, oa, ob, g.C,
-                                                              slot, slots, nullptr, count, image_pixels, pieces);
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, kClip>(
+            buf, gop, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, th, tw, 0, 0, sph, spw, pitch, OH, OW, oa,
+            ob, g.C, slot, slots, nullptr, count, image_pixels, pieces, PlaneClip{ph, pw, g.H, g.W});
       });
       if (grp + 1 < groups) {
         __syncthreads();  // the group's reads done before its buffer is staged again
