@@ -165,6 +165,10 @@ struct WinTraits {
   // The several-images path (SMALL) skips the zero padding and stages a halo of at most kOutputs - 1
   // (16-bit; float32's loop spilled with it, so it stages the lines' clipped halo).
   static constexpr bool kSmallClips = sizeof(scalar_t) == 2;
+  // The halo that path stages for lines of halo h (already clipped to the plane).
+  __host__ __device__ static constexpr int small_halo(int h) {
+    return kSmallClips && h > kOutputs - 1 ? kOutputs - 1 : h;
+  }
 };
 
 }  // namespace cuda

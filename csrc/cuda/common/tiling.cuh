@@ -250,8 +250,7 @@ inline int win_clipped_halo(int h, int n) {
 // positions past the plane along their lines.
 template <typename scalar_t>
 int win_small_halo(int h, int n) {
-  const int clipped = win_clipped_halo(h, n);
-  return WinTraits<scalar_t>::kSmallClips ? std::min(clipped, WinTraits<scalar_t>::kOutputs - 1) : clipped;
+  return WinTraits<scalar_t>::small_halo(win_clipped_halo(h, n));
 }
 
 // Channels_last window path: a single line at any angle over the whole tile, and OUTPUTS x OUTPUTS

@@ -405,7 +405,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
   // The halo staged: the lines' (ph, pw); SMALL in 16-bit at most OUTPUTS - 1 (win_small_halo: its
   // planes' halo is all zero padding, which its tasks read no further than that).
   constexpr bool kClip = SMALL && WinTraits<scalar_t>::kSmallClips;
-  const int sph = kClip ? min(ph, OUTPUTS - 1) : ph, spw = kClip ? min(pw, OUTPUTS - 1) : pw;
+  const int sph = SMALL ? WinTraits<scalar_t>::small_halo(ph) : ph;
+  const int spw = SMALL ? WinTraits<scalar_t>::small_halo(pw) : pw;
   const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw) | 1;
   // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
   // sw[point][channel] (ONE_LIST: seg_smem holds channel c0's, the list of a block whose channels
