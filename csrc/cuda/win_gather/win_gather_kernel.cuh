@@ -230,7 +230,7 @@ struct PlaneClip {
 // pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
 // their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, bool CLIP = false,
-          typename Segs = const int4*>
+          bool SPLIT_LAST = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
@@ -246,7 +246,9 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
-  for (int t = slot; t < ntasks * images; t += slots) {
+  // Task t's NOUT outputs from its output r0 (NOUT = OUTPUTS, r0 = 0: the whole task).
+  auto run_task = [&](int t, int r0, auto nout) {
+    constexpr int NOUT = decltype(nout)::value;
     int p, q, m = 0;
     if (images > 1) m = t / ntasks;
     if (cut) {
@@ -254,35 +256,37 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
     } else {
       seg_task<OUTPUTS>(mode, t - m * ntasks, sth, stw, &p, &q);
     }
+    p += r0 * ui;
+    q += r0 * uj;
     const int b0 = m * image_pixels + (p + ph) * pitch + q + pw + (OUTPUTS - 1);
-    float acc[OUTPUTS][CHANNELS];
+    float acc[NOUT][CHANNELS];
 #pragma unroll
-    for (int r = 0; r < OUTPUTS; ++r) {
+    for (int r = 0; r < NOUT; ++r) {
 #pragma unroll
       for (int k = 0; k < CHANNELS; ++k) acc[r][k] = b[k];
     }
     // CLIP: a task whose window stays inside the source plane at the lines' halo walks every point;
     // the others only the points that read the plane for one of their outputs (the rest multiply
-    // zeros), which read at most OUTPUTS - 1 positions past the plane.
+    // zeros), which read at most NOUT - 1 positions past the plane.
     const int P = p0s + p, Q = q0s + q;
-    const bool inside = !CLIP || (P >= clip.hh && P + (OUTPUTS - 1) + clip.hh < clip.SH &&
-                                  Q >= (OUTPUTS - 1) + clip.hw && Q + (OUTPUTS - 1) + clip.hw < clip.SW);
+    const bool inside = !CLIP || (P >= clip.hh && P + (NOUT - 1) + clip.hh < clip.SH && Q >= (NOUT - 1) + clip.hw &&
+                                  Q + (NOUT - 1) + clip.hw < clip.SW);
     for (int s = 0; s < nseg; ++s) {
       const int4 e = seg_smem[s];
       int l0 = 0, L = e.y;
       if (!inside) {
         const int2 d = staged_segment_offset(e);
         int l1;
-        task_segment_points<OUTPUTS>(P, Q, d.x, d.y, ui, uj, e.y, clip.SH, clip.SW, &l0, &l1);
+        task_segment_points<NOUT>(P, Q, d.x, d.y, ui, uj, e.y, clip.SH, clip.SW, &l0, &l1);
         if (l1 < l0) continue;
         L = l1 - l0 + 1;
       }
-      run_segment_px<scalar_t, OUTPUTS, CHANNELS, !ACC>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
-                                                        sw + (e.z + l0) * CB + kc, CB, acc);
+      run_segment_px<scalar_t, NOUT, CHANNELS, !ACC>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
+                                                     sw + (e.z + l0) * CB + kc, CB, acc);
     }
     scalar_t* o = op + ((int64_t(m) * OH + (OS * (p0s + p) + oa)) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
-    for (int r = 0; r < OUTPUTS; ++r, o += ostep) {
+    for (int r = 0; r < NOUT; ++r, o += ostep) {
       const int pr = p + r * ui, qr = q + r * uj;
       const int oi = OS * (p0s + pr) + oa, oj = OS * (q0s + qr) + ob;
       if (pr < sth && qr >= 0 && qr < stw && (OS == 1 || (oi < OH && oj < OW))) {
@@ -292,6 +296,19 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
           store_channels<scalar_t, CHANNELS>(o, acc[r]);
         }
       }
+    }
+  };
+  // The tasks in rounds over the slots. SPLIT_LAST: a last round of at most slots / OUTPUTS tasks runs
+  // their outputs one a slot, which takes about the time of one output instead of a task's OUTPUTS (a
+  // 28 x 28 tile's 196 row or column tasks on 64 slots: three rounds, then 4 tasks as 16 outputs).
+  // (The several-images path, ONE_LIST and float32 leave it out: their loops spilled more with it.)
+  const int total = ntasks * images, last = total % slots;
+  const bool split = SPLIT_LAST && OUTPUTS > 1 && last > 0 && last * OUTPUTS <= slots;
+  const int whole = split ? total - last : total;
+  for (int t = slot; t < whole; t += slots) run_task(t, 0, std::integral_constant<int, OUTPUTS>{});
+  if constexpr (SPLIT_LAST) {
+    if (split && slot < last * OUTPUTS) {
+      run_task(whole + slot / OUTPUTS, slot % OUTPUTS, std::integral_constant<int, 1>{});
     }
   }
 }
@@ -527,6 +544,8 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
     }
   } else {
     const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
+    // The last round of tasks split into single outputs (win_tasks' SPLIT_LAST): 16-bit, not ONE_LIST.
+    constexpr bool kSplitLast = !ONE_LIST && sizeof(scalar_t) == 2;
     // The copies (cp.async) of the sub-tile at (ps, qs) of sth x stw outputs; the caller waits for them.
     auto issue_sub = [&](int ps, int qs, int sth, int stw) {
       issue_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1),
@@ -544,9 +563,9 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
       cp_async_wait_all();
       __syncthreads();  // the sub-tile (and, the first time, the tables) written
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value>(S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw,
-                                                              bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
-                                                              OW, oa, ob, g.C, slot, slots);
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, false, kSplitLast>(
+            S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
+            OW, oa, ob, g.C, slot, slots);
       });
     }
   }
