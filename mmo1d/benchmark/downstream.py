@@ -60,7 +60,8 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
         max_time: stop the timed iterations once they took this many seconds in all (None: no limit).
         kernel_steps: iterations run under ``torch.profiler`` after the timed ones (CUDA only; 0: none).
         host_steps: iterations run after those with their phases' host time profiled
-            (:func:`~mmo1d.benchmark.host_profile.profile_host`; 0: none).
+            (:func:`~mmo1d.benchmark.host_profile.profile_host`; 0: none), and on CUDA as many more
+            with the device's activity (where the GPU waits for the host).
 
     Returns:
         Step times (seconds), their median, the loader's times, the images' sizes, the peak memory of
@@ -113,7 +114,7 @@ def time_training(model: nn.Module, batches: Iterable[Dict], optim_wrapper: Any,
     if cuda and kernel_steps > 0:
         profiled = profile_kernels(step, kernel_steps)
     if host_steps > 0:
-        profiled['host'] = profile_host(step, model, optim_wrapper, host_steps, sync=lambda: _sync(cuda))
+        profiled['host'] = profile_host(step, model, optim_wrapper, host_steps, sync=lambda: _sync(cuda), waits=cuda)
     return dict(
         iters_timed=len(steps),
         s_per_iter_median=statistics.median(steps) if steps else None,

@@ -15,7 +15,8 @@ not the kernels. :func:`profile_host` runs steps with the phases of mmengine's `
 For each phase it reports the milliseconds of host time per step, by the wall clock; then, from more
 steps under the profiler (which adds its own time to every op), for the backbone's forward the ops
 called directly from Python (their CPU time, counted with what they call) and the Python between
-them, and for the backward the autograd nodes (``autograd::engine::evaluate_function: <node>``).
+them, and for the backward the autograd nodes (``autograd::engine::evaluate_function: <node>``); on a
+GPU, from more steps with the device's activity, where the GPU waits for the host (gpu_waits).
 """
 import contextlib
 import statistics
@@ -26,12 +27,16 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import torch
 from torch import nn
 
+from mmo1d.benchmark.gpu_waits import gpu_waits
+
 #: Entries kept in each list of largest items.
 TOP = 12
 #: The prefix of the autograd engine's events, one per node evaluated in backward.
 NODE_PREFIX = 'autograd::engine::evaluate_function: '
 #: Label of a phase: ``record_function`` names begin with it.
 LABEL = 'host:'
+#: The profiler's kinds of device events that are work (not its annotations on the device's timeline).
+DEVICE_WORK = ('kernel', 'gpu_memcpy', 'gpu_memset')
 
 
 def _wrap(label: str, fn: Callable, clocks: Optional[Dict[str, float]]) -> Callable:
@@ -155,13 +160,30 @@ def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]
     }
 
 
+def device_waits(events: Iterable, steps: int) -> Dict[str, Any]:
+    """:func:`~mmo1d.benchmark.gpu_waits.gpu_waits` of profiled steps: the labelled phases' host ranges
+    and the device's kernels, memcpy and memset (not the profiler's annotations on the device)."""
+    phases, device = [], []
+    for evt in events:
+        name = str(evt.name)
+        if evt.device_type == torch.autograd.DeviceType.CPU:
+            if name.startswith(LABEL):
+                phases.append((name[len(LABEL):], evt.time_range.start, evt.time_range.end))
+        else:
+            kind = getattr(evt, 'activity_type', None)  # absent in older torch: all but the labels' copies
+            if kind in DEVICE_WORK if kind is not None else not name.startswith(LABEL):
+                device.append((evt.time_range.start, evt.time_range.end))
+    return gpu_waits(device, phases, steps)
+
+
 def profile_host(step: Callable[[], None], model: nn.Module, optim_wrapper: Any, steps: int,
-                 sync: Optional[Callable[[], None]] = None, top: int = TOP) -> Dict[str, Any]:
+                 sync: Optional[Callable[[], None]] = None, top: int = TOP, waits: bool = False) -> Dict[str, Any]:
     """The host time of ``step`` by phase: ``steps`` steps with the phases timed by the wall clock
     (``phases_ms``, ``wall_ms``: the median step, ``sync`` (e.g. ``torch.cuda.synchronize``) before and
     after each), then ``steps`` more under ``torch.profiler`` (CPU activity) for the rest of
     :func:`host_summary` (whose own ``phases_ms``, inflated by the profiler, becomes
-    ``profiled_phases_ms``). The caller warms ``step`` up first."""
+    ``profiled_phases_ms``); with ``waits`` (a CUDA step), ``steps`` more with the device's activity
+    too for :func:`device_waits` (``gpu_waits``). The caller warms ``step`` up first."""
     sync = sync or (lambda: None)
     clocks: Dict[str, float] = {}
     walls = []
@@ -179,6 +201,13 @@ def profile_host(step: Callable[[], None], model: nn.Module, optim_wrapper: Any,
         sync()
     out = host_summary(prof.events(), steps, top)
     out['profiled_phases_ms'] = out.pop('phases_ms')
+    if waits:
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with labelled_phases(model, optim_wrapper), torch.profiler.profile(activities=activities) as prof:
+            for _ in range(steps):
+                step()
+            sync()
+        out['gpu_waits'] = device_waits(prof.events(), steps)
     return {'phases_ms': phase_ms(clocks, steps), 'wall_ms': round(1e3 * statistics.median(walls), 3), **out}
 
 
@@ -201,6 +230,7 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
         cells = [f'{phases[label]:.1f}' if label in phases else '-' for label in labels]
         lines.append(f"| {rec['name']} | " + ' | '.join(cells) + f" | {sum(phases.values()):.1f} | "
                      f"{rec['host']['wall_ms']:.1f} |")
+    lines += waits_table(recs)
     for key, what in (('backbone_ops', "the backbone's forward: ops called from Python, and the Python between them"),
                       ('backward_nodes', 'backward: autograd nodes')):
         lines += ['', f'Largest host times in {what} (ms of CPU time and calls per iteration, {steps} more '
@@ -209,3 +239,22 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
             items = ', '.join(f"{it['name']} {it['ms']:.2f} ({it['calls']:g})" for it in rec['host'][key])
             lines.append(f"- {rec['name']}: {items}")
     return lines + ['']
+
+
+def waits_table(recs: List[Dict[str, Any]]) -> List[str]:
+    """Markdown lines: where the GPU waits in each record that has ``host['gpu_waits']``."""
+    recs = [r for r in recs if r['host'].get('gpu_waits')]
+    if not recs:
+        return []
+    labels = list(dict.fromkeys(label for r in recs for label in r['host']['gpu_waits']['idle_ms']))
+    lines = ['', f"Where the GPU waits for the host, {recs[0]['host']['gpu_waits']['wait_steps']} more iterations "
+             'under torch.profiler with the device\'s activity: ms per iteration of the gaps between the '
+             'device\'s work, each charged to the phase the host was in when the GPU went on (gpu_waits), '
+             'the device\'s busy time and its span from the first work to the last.', '',
+             '| config | ' + ' | '.join(labels) + ' | idle | busy | span |', '|---|' + '---|' * (len(labels) + 3)]
+    for rec in recs:
+        w = rec['host']['gpu_waits']
+        cells = [f"{w['idle_ms'][label]:.1f}" if label in w['idle_ms'] else '-' for label in labels]
+        lines.append(f"| {rec['name']} | " + ' | '.join(cells) + f" | {sum(w['idle_ms'].values()):.1f} | "
+                     f"{w['busy_ms']:.1f} | {w['span_ms']:.1f} |")
+    return lines

@@ -16,7 +16,8 @@ Writes ``<out-dir>/downstream_<tag>.json`` and ``.md`` with the environment and 
 
 ``--kernel-times N`` adds the GPU kernel time of N more iterations (against the wall clock: is the
 iteration bound by the GPU or by the host?), ``--host-profile N`` the host time of each phase of N more
-(mmo1d.benchmark.host_profile), and ``--rounds N`` runs the whole list of configs N times in turn, so
+(mmo1d.benchmark.host_profile) and, on a GPU, where the GPU waits for the host in N more
+(mmo1d.benchmark.gpu_waits), and ``--rounds N`` runs the whole list of configs N times in turn, so
 that each ratio to the stock config comes with its range over the rounds.
 
 With ``--device cpu`` the default configs are the small demo ones (fp32), a check of the code path
@@ -83,7 +84,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--host-profile', type=int, default=0, metavar='N',
                         help='after those, run N more with the host time of each phase (data preprocessing, each '
                         'child module\'s forward, backward, optimizer step) profiled: where a host-bound iteration '
-                        'spends its time (default: 0, none)')
+                        'spends its time; on a GPU N more for the phases the GPU waits on (default: 0, none)')
     parser.add_argument('--dry-run', action='store_true',
                         help='resolve and build each config (model, dataloader, one batch), time nothing')
     parser.add_argument('--in-process', action='store_true',
