@@ -95,9 +95,11 @@ case "$STAGE" in
     {
       header
       # shellcheck disable=SC2086
-      # The model layers' GPU cases (the stem's padded Linear, the 2D models' depthwise convolution) too.
+      # The model layers' GPU cases (the stem's padded Linear, the 2D models' depthwise convolution) and
+      # the benchmarks' profiler readings (kernel times, where the GPU waits) too.
       "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py tests/test_models/test_linear.py \
-        tests/test_models/test_depthwise.py -q -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
+        tests/test_models/test_depthwise.py tests/test_benchmark/test_kernels.py tests/test_benchmark/test_gpu_waits.py \
+        -q -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
       echo "pytest exit status: $?"
       # The bad-input checks in a process of their own: on the GPU machine's torch 2.11 build a check
       # whose message streamed an integer ended the process instead of raising (csrc/common.h).
