@@ -217,19 +217,14 @@ def host_tables(records: List[Dict[str, Any]]) -> List[str]:
     recs = [r for r in records if r.get('host')]
     if not recs:
         return []
-    labels = list(dict.fromkeys(label for r in recs for label in r['host']['phases_ms']))
     steps = recs[0]['host']['host_steps']
     lines = [f'Host time of one iteration by phase, {steps} iterations with each phase timed '
              'by the wall clock: ms per iteration from entering to leaving the phase\'s call, where the host issues '
              'its work (*forward:other*: the loss functions and what the model runs outside its children\'s '
              'forwards; *backward*: until the autograd engine has issued every backward kernel; *step*: AMP\'s '
-             'inf check waits for the GPU there), and the median iteration (*wall*).', '',
-             '| config | ' + ' | '.join(labels) + ' | sum | wall |', '|---|' + '---|' * (len(labels) + 2)]
-    for rec in recs:
-        phases = rec['host']['phases_ms']
-        cells = [f'{phases[label]:.1f}' if label in phases else '-' for label in labels]
-        lines.append(f"| {rec['name']} | " + ' | '.join(cells) + f" | {sum(phases.values()):.1f} | "
-                     f"{rec['host']['wall_ms']:.1f} |")
+             'inf check waits for the GPU there), and the median iteration (*wall*).', '']
+    lines += _label_table(recs, lambda h: h['phases_ms'], (('sum', lambda h: sum(h['phases_ms'].values())),
+                                                           ('wall', lambda h: h['wall_ms'])))
     lines += waits_table(recs)
     for key, what in (('backbone_ops', "the backbone's forward: ops called from Python, and the Python between them"),
                       ('backward_nodes', 'backward: autograd nodes')):
@@ -246,15 +241,27 @@ def waits_table(recs: List[Dict[str, Any]]) -> List[str]:
     recs = [r for r in recs if r['host'].get('gpu_waits')]
     if not recs:
         return []
-    labels = list(dict.fromkeys(label for r in recs for label in r['host']['gpu_waits']['idle_ms']))
     lines = ['', f"Where the GPU waits for the host, {recs[0]['host']['gpu_waits']['wait_steps']} more iterations "
              'under torch.profiler with the device\'s activity: ms per iteration of the gaps between the '
              'device\'s work, each charged to the phase the host was in when the GPU went on (gpu_waits), '
-             'the device\'s busy time and its span from the first work to the last.', '',
-             '| config | ' + ' | '.join(labels) + ' | idle | busy | span |', '|---|' + '---|' * (len(labels) + 3)]
+             'the device\'s busy time and its span from the first work to the last.', '']
+    return lines + _label_table(recs, lambda h: h['gpu_waits']['idle_ms'],
+                                (('idle', lambda h: sum(h['gpu_waits']['idle_ms'].values())),
+                                 ('busy', lambda h: h['gpu_waits']['busy_ms']),
+                                 ('span', lambda h: h['gpu_waits']['span_ms'])))
+
+
+def _label_table(recs: List[Dict[str, Any]], ms_of: Callable[[Dict], Dict[str, float]],
+                 totals: Iterable[Tuple[str, Callable[[Dict], float]]]) -> List[str]:
+    """A markdown table of the records: a column per label of ``ms_of(rec['host'])`` (every label of
+    any record, in order of appearance; '-' where a record lacks it), then one per named total."""
+    labels = list(dict.fromkeys(label for r in recs for label in ms_of(r['host'])))
+    totals = list(totals)
+    lines = ['| config | ' + ' | '.join(labels + [name for name, _ in totals]) + ' |',
+             '|---|' + '---|' * (len(labels) + len(totals))]
     for rec in recs:
-        w = rec['host']['gpu_waits']
-        cells = [f"{w['idle_ms'][label]:.1f}" if label in w['idle_ms'] else '-' for label in labels]
-        lines.append(f"| {rec['name']} | " + ' | '.join(cells) + f" | {sum(w['idle_ms'].values()):.1f} | "
-                     f"{w['busy_ms']:.1f} | {w['span_ms']:.1f} |")
+        ms = ms_of(rec['host'])
+        cells = [f'{ms[label]:.1f}' if label in ms else '-' for label in labels]
+        cells += [f'{total(rec["host"]):.1f}' for _, total in totals]
+        lines.append(f"| {rec['name']} | " + ' | '.join(cells) + ' |')
     return lines
