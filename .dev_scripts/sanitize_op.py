@@ -81,6 +81,9 @@ CASES = [
     (2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: groups of warps
     (2, 48, 14, 14, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: points across slots
     (2, 40, 16, 13, 15, 1, torch.float16, 'channels_last', 'gaussian', 'arbitrary'),  # ... lanes' own points
+    # interp_win on planes that one block covers: several images a block over the tables' merged weights
+    (23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # groups of one image
+    (33, 1536, 7, 7, 31, 1, torch.float16, 'channels_last', 'gaussian', 'arbitrary'),  # three a block, own lists
 ]
 
 

@@ -324,3 +324,42 @@ def test_bias_gradient_of_large_tensors_summed_in_slices(layout):
     scale = gy.double().abs().sum((0, 2, 3))
     assert torch.equal(dbs[0], dbs[1])
     assert ((dbs[0].double() - ref).abs() <= 64 * 2.0**-24 * scale).all()
+
+
+def _window_kernels(fn):
+    """Names of the channels_last window-gather kernels that fn() launched, with their counts."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.key: e.count for e in prof.key_averages() if 'win_gather_nhwc_kernel' in e.key}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_properties(0).major != 9,
+                    reason="the plan's shared memory per multiprocessor is a Hopper GPU's (sm_90)")
+@pytest.mark.parametrize('h,dtype', [(14, torch.bfloat16), (7, torch.float16)])
+def test_small_planes_take_several_images_a_block(h, dtype):
+    """The interpolated window gather on the models' small planes (bilinear K=31, 64 x 1536, learned
+    angles: blocks of channels walk the union of their points) stages several images a block (the
+    window kernel's SMALL over the tables' merged weights), forward and input gradient, and gives
+    what a batch of two, on the sub-tile kernel, gives for the same images."""
+    n, c, k = 64, 1536, 31
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(n, c, h, h, generator=g).to('cuda', dtype).contiguous(memory_format=torch.channels_last)
+    gy = torch.randn(n, c, h, h, generator=g).to('cuda', dtype).contiguous(memory_format=torch.channels_last)
+    weight = (torch.randn(c, k, generator=g) / math.sqrt(k)).to('cuda', dtype)
+    theta = (oriented_angles(c) + 0.05 * torch.rand(c, generator=g)).cuda()
+    bias = torch.randn(c, generator=g).to('cuda', dtype)
+
+    def run(x, gy):
+        x = x.detach().requires_grad_()
+        out = oriented_dwconv1d(x, weight, theta, bias, 1, 'bilinear')
+        return out, torch.autograd.grad(out, x, gy)[0]
+
+    result = {}
+    kernels = _window_kernels(lambda: result.update(all=run(x, gy)))
+    small = [name for name in kernels if ', 1, false, true, true>(' in name]
+    assert small and sum(kernels[name] for name in small) == 2, kernels
+    two = run(x[:2], gy[:2])
+    for got, want in zip(result['all'], two):
+        assert rel_err(got[:2], want) < 2**-7

@@ -185,6 +185,11 @@ ANCHORS = [
     Case(23, 1536, 14, 14, 31, 1, torch.float32, 'channels_last', False, 'trunc', 69),
     Case(22, 1536, 28, 28, 9, 1, torch.bfloat16, 'channels_last', True, 'trunc', 70),
     Case(96, 1536, 7, 7, 31, 1, torch.bfloat16, 'channels_last', False, 'floor', 55),
+    # ... with the interpolated taps' tables (every channel's list staged, the tables' merged weights):
+    # 14 x 14 planes one image a group, two groups, learned angles (blocks walk their union of points);
+    # 7 x 7 three images a block, arbitrary angles (blocks keep their channels' own lists).
+    Case(23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', True, 'bilinear', 71),
+    Case(33, 1536, 7, 7, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 74),
     # Diagonal lines in pieces of the plane's whole diagonals (one round of the block's slots): two
     # 9 x 9 images a group (the pieces of the first read into the second's rows), 14 x 15 (the last
     # pieces read the row staged below the group).

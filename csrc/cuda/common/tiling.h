@@ -69,6 +69,9 @@ constexpr int kWinMaxImages = 8;
 // preamble (tables, merged weights) serves several planes and the next group's copies can be in
 // flight while a group computes.
 constexpr int kWinMaxGroups = 4;
+// Blocks per multiprocessor of the window kernel (its __launch_bounds__): tables whose blocks share
+// one list take several images a block only where every channel's list staged keeps this many.
+constexpr int kWinBlocks = 3;
 
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
 // Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.

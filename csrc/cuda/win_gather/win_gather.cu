@@ -21,10 +21,12 @@ auto win_kernel(int classes, bool one_list) {
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
 }
 
-// Several images a block (the kernel's SMALL).
+// Several images a block (the kernel's SMALL), with the taps' weights or (table_weights) the tables'.
 template <typename scalar_t>
-auto small_win_kernel() {
-  return win_gather_nhwc_kernel<scalar_t, WinTraits<scalar_t>::kOutputs, 1, false, true>;
+auto small_win_kernel(bool table_weights) {
+  constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
+  return table_weights ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true, true>
+                       : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true>;
 }
 
 bool win_small(const Plan& plan) {
@@ -56,16 +58,23 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // (win_small_halo) on both axes (a block's channels may have different angles), in groups one after
   // the other; with more than one group the block takes its whole share, so that the next group's
   // copies fit beside the current group's tiles where the block's own halo leaves room.
+  // Tables whose blocks share one list (one_list, the interpolated taps') take SMALL with every
+  // channel's list staged (small_fixed) and the tables' merged weights, where that keeps the kernel's
+  // kWinBlocks blocks per multiprocessor (bf16, bilinear K=31: 14 x 14 and 7 x 7 planes, not 28 x 28).
   const int64_t region = worst_tile();
-  const bool small = classes == 1 && !one_list && g.tiles == 1;
-  const int64_t share =
-      region > plan->tile || small ? smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed : 0;
+  const bool small = classes == 1 && g.tiles == 1;
+  const int64_t small_fixed = win_fixed_bytes<scalar_t>(g.K);
+  const int h = halo_k / 2, ch = win_small_halo<scalar_t>(h, g.H), cw = win_small_halo<scalar_t>(h, g.W);
+  const int64_t image = small ? win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw) : 0;
+  const auto small_kernel = small_win_kernel<scalar_t>(one_list);
+  const bool small_lists = small && one_list && blocks_by_smem(small_kernel, small_fixed + image) >= kWinBlocks;
+  int64_t share =
+      region > plan->tile || (small && !one_list) ? smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed : 0;
   if (region > plan->tile) plan->tile = std::min(region, share);
+  if (small_lists) share = smem_share(small_kernel, kFastThreads, small_fixed + image) - small_fixed;
   plan->images = 1;
   plan->image_groups = 1;
-  if (small) {
-    const int h = halo_k / 2, ch = win_small_halo<scalar_t>(h, g.H), cw = win_small_halo<scalar_t>(h, g.W);
-    const int64_t image = win_tile_bytes<scalar_t>(g.TH, g.TW, ch, cw, ch, cw);
+  if (small && (!one_list || small_lists)) {
     const int images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
     if (images >= 1) {
       plan->images = images;
@@ -75,10 +84,10 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   }
   plan->fg = g;
   plan->classes = classes;
-  plan->one_list = one_list;
+  plan->one_list = one_list && !win_small(*plan);
   plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
-                             kFastThreads, fixed + plan->tile};
-  return win_small(*plan) ? launch_fits(small_win_kernel<scalar_t>(), plan->launch) : launch_fits(kernel, plan->launch);
+                             kFastThreads, (plan->one_list ? fixed : small_fixed) + plan->tile};
+  return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -87,8 +96,6 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
-  TORCH_CHECK(!win_small(plan) || tables.segw == nullptr,
-              "oriented_dwconv1d: a window gather of several images a block merges the taps' weights itself");
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
       .tables = tables,
@@ -100,7 +107,7 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   const char* what = "channels_last window gather";
   if (win_small(plan)) {
     const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
-    launch_planned(small_win_kernel<scalar_t>(), plan.launch, what, small);
+    launch_planned(small_win_kernel<scalar_t>(tables.segw != nullptr), plan.launch, what, small);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
   }

@@ -109,6 +109,16 @@ __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem
   }
 }
 
+// The merged weights alone, as stage_segment_tables stages them: w_smem[point][channel].
+template <int CB>
+__device__ __forceinline__ void stage_point_weights(float* __restrict__ w_smem, const float* __restrict__ segw, int c0,
+                                                    int K) {
+  for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
+    const int k = e / K, s = e - k * K;
+    w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
+  }
+}
+
 // A segment (SegTables' {dh, dw, L, first weight}, points (dh, dw) + l u for u = (ui, uj)) cut to
 // the points that can read inside a plane of H x W task positions, |dh| < H and |dw| < W: for any
 // task position, the others fall outside the plane and read only zero padding. L = 0 when none is
@@ -339,7 +349,7 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits.
-// SMALL (a plane that one block covers, not ONE_LIST, OS = 1, the taps' weights: segw null):
+// SMALL (a plane that one block covers, not ONE_LIST, OS = 1; every channel's list staged):
 // params.groups groups of params.images images from n * images * groups (fewer in the last block),
 // one group after the other over the same tables; a group's planes staged whole, one below the
 // other with a zero halo of at most OUTPUTS - 1 (the tasks skip the points past it: win_tasks),
@@ -347,13 +357,17 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // where their halo reaches past it.
 // Weights: segw, merged; or, when segw is null, the (C, K) weight taps.w merged by each block through
 // the tables' tap -> slot map taps.tap_sp (stage_merged_weights; one class of rounded taps, not
-// ONE_LIST).
+// ONE_LIST). SMALL takes segw with TABLE_WEIGHTS (the interpolated taps' tables, whose blocks would
+// share one list: SMALL stages every channel's), the taps' otherwise.
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
-template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false>
-__global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
+template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false,
+          bool TABLE_WEIGHTS = false>
+__global__ void __launch_bounds__(kFastThreads, kWinBlocks)
+    win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
   static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
+  static_assert(!TABLE_WEIGHTS || SMALL, "TABLE_WEIGHTS: SMALL over the tables' merged weights");
   const scalar_t* __restrict__ bias = params.io.bias;
   const SegInfo* __restrict__ info = params.tables.info;
   const int4* __restrict__ segs = params.tables.segs;
@@ -444,11 +458,15 @@ __global__ void __launch_bounds__(kFastThreads, 3) win_gather_nhwc_kernel(const 
         if (united && k == 0 && s < s_nseg[0]) seg_smem[s] = staged_segment(segs[int64_t(c0) * g.K + s], pitch);
         sw[s * CB + k] = segw[int64_t(c0 + k) * g.K + s];
       }
-    } else if (SMALL && s_clip) {  // SMALL: the taps' weights, merged here (segw is null)
+    } else if (SMALL && s_clip) {  // SMALL: the lines clipped; the tables' merged weights or the taps'
       stage_clipped_segments<CB, kClip>(seg_smem, segs, s_nseg, s_mode, c0, g.K, pitch, g.H, g.W);
-      stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
+      if constexpr (TABLE_WEIGHTS) {
+        stage_point_weights<CB>(sw, segw, c0, g.K);
+      } else {
+        stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
+      }
     } else if (segw != nullptr) {
-      stage_segment_tables<CB>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
+      stage_segment_tables<CB, kClip && TABLE_WEIGHTS>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
     } else {
       stage_segment_tables<CB, kClip>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
       stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
