@@ -32,11 +32,13 @@ def cases():
 
 # Training batches of the models' stage planes, whose window-gather blocks grow their regions
 # beyond the allocation's tile (and take their share of shared memory): residual form, stride 1,
-# channels_last, each single canonical angle and the 8 directions; two with learned bilinear angles.
+# channels_last, each single canonical angle and the 8 directions; two with learned bilinear angles,
+# and learned bilinear angles on the small planes that blocks of several images cover.
 GROWN_SHAPES = [((64, 384, 56, 56, 31), torch.bfloat16), ((64, 384, 56, 56, 31), torch.float16),
                 ((64, 768, 28, 28, 31), torch.bfloat16), ((16, 288, 33, 33, 31), torch.float16),
                 ((32, 192, 112, 112, 15), torch.bfloat16), ((64, 384, 56, 56, 31), torch.float32)]
 GROWN_ANGLES = (None, 0.0, 22.5, 45.0, 67.5, 90.0)  # None: the 8 directions
+SMALL_PLANES = (((64, 1536, 14, 14, 31), torch.bfloat16), ((64, 3072, 7, 7, 31), torch.float16))
 
 
 def grown_cases():
@@ -48,7 +50,7 @@ def grown_cases():
     for shape, dtype in GROWN_SHAPES:
         for angle in GROWN_ANGLES:
             yield case(shape, dtype, angle=angle)
-    for shape, dtype in (GROWN_SHAPES[0], GROWN_SHAPES[3]):
+    for shape, dtype in (GROWN_SHAPES[0], GROWN_SHAPES[3]) + SMALL_PLANES:
         yield case(shape, dtype, bilinear=True)
 
 
