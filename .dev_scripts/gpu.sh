@@ -21,6 +21,8 @@
 #                                                  # separated by spaces: each build / the one before
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
+#   bash .dev_scripts/gpu.sh paths       OUT_DIR [profile_model.py options]  # the kernel path of each oriented
+#                                                  # convolution of the classifiers, e.g. --variants 1dpp-la
 #   bash .dev_scripts/gpu.sh ncu         OUT_DIR [profile_model.py --op options]   # ncu of the window gather
 #                                                  # and weight gradient, e.g. --op-shape 64 1536 14 31
 #   bash .dev_scripts/gpu.sh ncu-sass    OUT_DIR KERNEL_REGEX ANGLE PASS [options] # one kernel's regions of
@@ -96,10 +98,10 @@ case "$STAGE" in
       header
       # shellcheck disable=SC2086
       # The model layers' GPU cases (the stem's padded Linear, the 2D models' depthwise convolution) and
-      # the benchmarks' profiler readings (kernel times, where the GPU waits) too.
+      # the benchmarks' profiler readings (kernel times, where the GPU waits, the models' kernel paths) too.
       "$PY" -m pytest tests/test_ops tests/test_configs/test_downstream_amp_cuda.py tests/test_models/test_linear.py \
         tests/test_models/test_depthwise.py tests/test_benchmark/test_kernels.py tests/test_benchmark/test_gpu_waits.py \
-        -q -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
+        tests/test_benchmark/test_model_paths.py -q -p no:cacheprovider -rs -k 'not bad_inputs' ${PYTEST_ARGS:-}
       echo "pytest exit status: $?"
       # The bad-input checks in a process of their own: on the GPU machine's torch 2.11 build a check
       # whose message streamed an integer ended the process instead of raising (csrc/common.h).
@@ -261,6 +263,8 @@ assert err < 3e-3
 print('jit ok')
 PYEOF
     ;;
+  paths)
+    { header; "$PY" tools/analysis_tools/profile_model.py --paths "$@"; } 2>&1 | grep -v Warning | tee "$OUT/paths.log" ;;
   ncu)
     # The T-1D++ stage-1 "++" convolution (bf16 channels_last, 64 x 384 x 56 x 56, K=31, residual; or
     # the case the options name): the window gather at 0 and 22.5 degrees and in the 8-direction

@@ -1,5 +1,5 @@
 """tools/analysis_tools/profile_model.py: kernel names land in the right group; a clear message without a GPU; the
-op and backbone options' arguments; an ncu SASS page read into regions."""
+op and backbone options' arguments; the kernel paths of a classifier; an ncu SASS page read into regions."""
 import csv
 import importlib.util
 from pathlib import Path
@@ -44,6 +44,21 @@ def test_arguments_of_the_op_and_backbone_options(capsys):
         with pytest.raises(SystemExit):
             profile_tool.parse_args(bad)
         assert message in capsys.readouterr().err
+
+
+def test_paths_of_a_classifier(capsys):
+    """--paths lists the T-1D++ classifier's oriented convolutions, stage by stage (on the CPU every
+    path is the CPU's)."""
+    if profile_tool.torch.cuda.is_available():
+        pytest.skip('a GPU is present: the GPU tests list real paths')
+    text = profile_tool.main(['--paths', '--variants', '1dpp', '--modes', 'fp32', '--batch-size', '1',
+                              '--img-size', '32'])
+    assert '## ConvNeXt-T-1D++ (mmo1d), fp32' in text and text in capsys.readouterr().out
+    rows = [line for line in text.splitlines() if line.startswith('| 1 x ')]
+    # The stem's two stride-2 calls, then the 1xK1 on C and the 1xK2 on 4C of each stage's blocks.
+    assert [(r.split(' | ')[2], r.split(' | ')[5]) for r in rows] == [('15', '1'), ('15', '1')] + [
+        (k, str(d)) for d in (3, 3, 9, 3) for k in ('15', '31')]
+    assert all(r.endswith('| cpu | cpu | cpu |') for r in rows)
 
 
 def test_depthwise_layout_is_restored():

@@ -13,6 +13,11 @@ with a learnable-angle variant; the tag from :func:`mmo1d.benchmark.names.machin
 mmpretrain's ConvNeXt-T, then lists the largest kernels of the slowest relative to it
 (:mod:`mmo1d.benchmark.backbones`).
 
+``--paths`` lists instead, for each classifier and mode, the kernel path that each kind of oriented
+convolution of its forward takes in the forward, input-gradient and weight-gradient passes
+(:mod:`mmo1d.benchmark.model_paths`; printed, no file; on a machine without CUDA every path is
+``cpu``).
+
 ``--op`` profiles the oriented op alone: ``--steps`` calls of each of ``--op-passes`` on one case,
 with the kernel path of each pass and its largest kernels; with ``--external`` the calls just run,
 for an outside profiler (ncu picks a launch, e.g. ``ncu --kernel-name regex:win_gather
@@ -22,6 +27,7 @@ for an outside profiler (ncu picks a launch, e.g. ``ncu --kernel-name regex:win_
 Examples::
 
     python tools/analysis_tools/profile_model.py --archs tiny --variants 2d 1d 1dpp --modes bf16 --passes train
+    python tools/analysis_tools/profile_model.py --paths --variants 1dpp 1dpp-la --modes bf16
     python tools/analysis_tools/profile_model.py --backbone-sizes 800x960 1344x800
     python tools/analysis_tools/profile_model.py --op --op-rounding bilinear gaussian \\
         --op-passes fwd bwd_input bwd_weight
@@ -41,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmo1d.benchmark import backbones, sass_regions
+from mmo1d.benchmark import backbones, model_paths, sass_regions
 from mmo1d.benchmark.classifiers import (
     MODES,
     OPTIONAL_VARIANTS,
@@ -102,6 +108,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--steps', type=int, default=3, help='profiled steps (after 5 warm-up steps)')
     parser.add_argument('--top', type=int, default=6, help='kernels listed per model')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
+    parser.add_argument('--paths', action='store_true',
+                        help="list the kernel path of each oriented convolution's passes instead")
     parser.add_argument('--out-dir', default='benchmarks/results')
     det = parser.add_argument_group('detection backbones (--backbone-sizes)')
     det.add_argument('--backbone-sizes', nargs='+', type=argument(backbones.parse_size), metavar='HxW',
@@ -252,6 +260,28 @@ def profile_backbones(args: argparse.Namespace) -> str:
     return '\n'.join(lines)
 
 
+def list_paths(args: argparse.Namespace) -> str:
+    """The kernel paths of each classifier's oriented convolutions in each mode (model_paths)."""
+    cuda = torch.cuda.is_available()
+    device = torch.device('cuda' if cuda else 'cpu')
+    lines = [f"# Kernel paths of the oriented convolutions: {torch.cuda.get_device_name() if cuda else 'CPU'}", '',
+             f'Batch {args.batch_size} at {args.img_size}x{args.img_size}; the calls of one forward, as the '
+             'dispatcher receives them.']
+    for arch in args.archs:
+        for variant in args.variants:
+            model = build_classifier(CONFIG_DIR, arch, variant).eval()
+            for mode in args.modes:
+                dtype, memory_format = MODES[mode]
+                model.to(device, memory_format=memory_format)
+                x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
+                rows = model_paths.layer_paths(model, x.contiguous(memory_format=memory_format), dtype)
+                lines += ['', f'## {display_name(arch, variant)}, {mode}', ''] + model_paths.paths_table(rows)
+            del model
+    text = '\n'.join(lines) + '\n'
+    print(text)
+    return text
+
+
 def results_name(archs: List[str], variants: List[str], device: str) -> str:
     """``profile_<archs>_<tag>``, with ``_la`` before the tag where a learnable-angle variant is profiled
     (``profile_tiny_h100``, ``profile_tiny_base_la_h200``)."""
@@ -267,6 +297,8 @@ def main(argv: Optional[List[str]] = None) -> str:
         return text
     if args.backbone_sizes:
         return profile_backbones(args)
+    if args.paths:
+        return list_paths(args)
     if not torch.cuda.is_available():
         raise SystemExit('no CUDA device: the profile needs a GPU')
     if args.op:

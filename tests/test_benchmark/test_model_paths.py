@@ -1,0 +1,56 @@
+"""The kernel path of each oriented convolution of a model: every call of the op recorded, as the
+architecture defines them, and the paths the dispatcher names for them."""
+import pytest
+import torch
+
+from mmo1d.benchmark.model_paths import PASSES, layer_paths, paths_table
+from mmo1d.models import OrientedConvNeXt
+from mmo1d.ops import oriented_dwconv1d_paths
+
+DEPTHS, CHANNELS = [1, 1, 2, 1], [8, 16, 16, 24]
+
+
+def expected_calls(variant, size):
+    """(C, H, K, stride) -> calls, from the architecture: the 1D stem's two stride-2 convolutions at 64
+    channels (K=15 for 1D++, 31 for 1D), then per block the oriented 1xK1 on C channels and, in 1D++,
+    the 1xK2 on 4C, each stage at half the size of the one before."""
+    k1, k2 = (15, 31) if variant == '1dpp' else (31, None)
+    calls = {(64, size, k1, 2): 1, (64, size // 2, k1, 2): 1}
+    h = size // 4
+    for depth, c in zip(DEPTHS, CHANNELS):
+        for key in [(c, h, k1, 1)] + ([(4 * c, h, k2, 1)] if k2 else []):
+            calls[key] = calls.get(key, 0) + depth
+        h //= 2
+    return calls
+
+
+@pytest.mark.parametrize('variant,rounding', [('1dpp', 'trunc'), ('1d', 'bilinear')])
+def test_every_call_of_the_architecture_is_listed(variant, rounding):
+    model = OrientedConvNeXt(arch=dict(depths=DEPTHS, channels=CHANNELS), variant=variant, rounding=rounding,
+                             learnable_angles=rounding == 'bilinear').eval()
+    rows = layer_paths(model, torch.randn(2, 3, 64, 64))
+    got = {(r['shape'][1], r['shape'][2], r['k'], r['stride']): r['count'] for r in rows}
+    assert got == expected_calls(variant, 64)
+    assert all(r['rounding'] == rounding and r['dtype'] == 'float32' for r in rows)
+    assert all(r[p] == 'cpu' for r in rows for p in PASSES)
+    table = paths_table(rows)
+    assert len(table) == 2 + len(rows) and table[2].startswith('| 2 x 64 x 64 x 64 | float32')
+
+
+def test_rows_as_the_dispatcher_receives_the_calls_under_autocast():
+    model = OrientedConvNeXt(arch=dict(depths=DEPTHS, channels=CHANNELS), variant='1dpp').eval()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 64, 64).contiguous(memory_format=torch.channels_last)
+    rows = layer_paths(model, x, torch.bfloat16)
+    assert {(r['dtype'], r['layout']) for r in rows} == {('bfloat16', 'channels_last')}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a GPU')
+def test_the_paths_are_the_dispatchers():
+    model = OrientedConvNeXt(arch=dict(depths=DEPTHS, channels=CHANNELS), variant='1dpp').cuda().eval()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(4, 3, 64, 64, device='cuda').contiguous(memory_format=torch.channels_last)
+    rows = layer_paths(model, x, torch.float16)
+    assert sum(r['count'] for r in rows) == sum(expected_calls('1dpp', 64).values())
+    names = set(oriented_dwconv1d_paths())
+    assert all(r[p] in names for r in rows for p in PASSES)
