@@ -3,7 +3,7 @@ architecture defines them, and the paths the dispatcher names for them."""
 import pytest
 import torch
 
-from mmo1d.benchmark.model_paths import PASSES, layer_paths, paths_table
+from mmo1d.benchmark.model_paths import PASSES, layer_paths, paths_table, short_kernel_name
 from mmo1d.models import OrientedConvNeXt
 from mmo1d.ops import oriented_dwconv1d_paths
 
@@ -45,12 +45,29 @@ def test_rows_as_the_dispatcher_receives_the_calls_under_autocast():
     assert {(r['dtype'], r['layout']) for r in rows} == {('bfloat16', 'channels_last')}
 
 
+def test_kernel_names_and_no_kernels_on_the_cpu():
+    assert short_kernel_name('void mmo1d::cuda::win_gather_nhwc_kernel<c10::BFloat16, 4, 1, false, true, true>'
+                             '(mmo1d::cuda::WinSmallParams<c10::BFloat16>)') == (
+                                 'win_gather_nhwc_kernel<BFloat16, 4, 1, false, true, true>')
+    assert short_kernel_name('void mmo1d::(anonymous namespace)::gelu_bias_rows_kernel<c10::Half>(c10::Half*, int)'
+                             ) == 'gelu_bias_rows_kernel<Half>'
+    assert short_kernel_name('void mmo1d::cuda::wgrad_reduce_kernel(float const*, float*)') == 'wgrad_reduce_kernel'
+    model = OrientedConvNeXt(arch=dict(depths=DEPTHS, channels=CHANNELS), variant='1dpp').eval()
+    with pytest.raises(ValueError, match='on a GPU'):
+        layer_paths(model, torch.randn(1, 3, 32, 32), kernels=True)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a GPU')
-def test_the_paths_are_the_dispatchers():
+def test_the_paths_are_the_dispatchers_and_their_kernels_run():
+    """Every path is one of the compiled families, and each pass launches a kernel of its family (the
+    window gather's path runs the window kernel)."""
     model = OrientedConvNeXt(arch=dict(depths=DEPTHS, channels=CHANNELS), variant='1dpp').cuda().eval()
     model = model.to(memory_format=torch.channels_last)
-    x = torch.randn(4, 3, 64, 64, device='cuda').contiguous(memory_format=torch.channels_last)
-    rows = layer_paths(model, x, torch.float16)
-    assert sum(r['count'] for r in rows) == sum(expected_calls('1dpp', 64).values())
+    x = torch.randn(4, 3, 128, 128, device='cuda').contiguous(memory_format=torch.channels_last)
+    rows = layer_paths(model, x, torch.float16, kernels=True)
+    assert sum(r['count'] for r in rows) == sum(expected_calls('1dpp', 128).values())
     names = set(oriented_dwconv1d_paths())
-    assert all(r[p] in names for r in rows for p in PASSES)
+    assert all(r[p] in names and r[f'{p} kernels'] != '-' for r in rows for p in PASSES)
+    window = [r for r in rows if r['forward'] == 'win_gather']
+    assert window and all('win_gather_nhwc_kernel<Half' in r['forward kernels'] for r in window)
+    assert len(paths_table(rows)[0].split(' | ')) == 6 + 2 * len(PASSES)

@@ -14,9 +14,9 @@ mmpretrain's ConvNeXt-T, then lists the largest kernels of the slowest relative 
 (:mod:`mmo1d.benchmark.backbones`).
 
 ``--paths`` lists instead, for each classifier and mode, the kernel path that each kind of oriented
-convolution of its forward takes in the forward, input-gradient and weight-gradient passes
-(:mod:`mmo1d.benchmark.model_paths`; printed, no file; on a machine without CUDA every path is
-``cpu``).
+convolution of its forward takes in the forward, input-gradient and weight-gradient passes, and on
+a GPU the op's kernels each pass launches (:mod:`mmo1d.benchmark.model_paths`; printed, no file; on
+a machine without CUDA every path is ``cpu``).
 
 ``--op`` profiles the oriented op alone: ``--steps`` calls of each of ``--op-passes`` on one case,
 with the kernel path of each pass and its largest kernels; with ``--external`` the calls just run,
@@ -109,7 +109,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--top', type=int, default=6, help='kernels listed per model')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--paths', action='store_true',
-                        help="list the kernel path of each oriented convolution's passes instead")
+                        help="list the kernel path (and on a GPU the kernels) of each oriented convolution's passes")
     parser.add_argument('--out-dir', default='benchmarks/results')
     det = parser.add_argument_group('detection backbones (--backbone-sizes)')
     det.add_argument('--backbone-sizes', nargs='+', type=argument(backbones.parse_size), metavar='HxW',
@@ -274,7 +274,7 @@ def list_paths(args: argparse.Namespace) -> str:
                 dtype, memory_format = MODES[mode]
                 model.to(device, memory_format=memory_format)
                 x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
-                rows = model_paths.layer_paths(model, x.contiguous(memory_format=memory_format), dtype)
+                rows = model_paths.layer_paths(model, x.contiguous(memory_format=memory_format), dtype, kernels=cuda)
                 lines += ['', f'## {display_name(arch, variant)}, {mode}', ''] + model_paths.paths_table(rows)
             del model
     text = '\n'.join(lines) + '\n'
