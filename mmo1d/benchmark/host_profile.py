@@ -160,6 +160,13 @@ def host_summary(events: Iterable, steps: int, top: int = TOP) -> Dict[str, Any]
     }
 
 
+def _device_work(evt: Any, name: str) -> bool:
+    """Whether a device event is work: by its activity type, or (older torch, without one) anything
+    but the profiler's copies of the phase labels."""
+    kind = getattr(evt, 'activity_type', None)
+    return kind in DEVICE_WORK if kind is not None else not name.startswith(LABEL)
+
+
 def device_waits(events: Iterable, steps: int) -> Dict[str, Any]:
     """:func:`~mmo1d.benchmark.gpu_waits.gpu_waits` of profiled steps: the labelled phases' host ranges
     and the device's kernels, memcpy and memset (not the profiler's annotations on the device)."""
@@ -169,10 +176,8 @@ def device_waits(events: Iterable, steps: int) -> Dict[str, Any]:
         if evt.device_type == torch.autograd.DeviceType.CPU:
             if name.startswith(LABEL):
                 phases.append((name[len(LABEL):], evt.time_range.start, evt.time_range.end))
-        else:
-            kind = getattr(evt, 'activity_type', None)  # absent in older torch: all but the labels' copies
-            if kind in DEVICE_WORK if kind is not None else not name.startswith(LABEL):
-                device.append((evt.time_range.start, evt.time_range.end))
+        elif _device_work(evt, name):
+            device.append((evt.time_range.start, evt.time_range.end))
     return gpu_waits(device, phases, steps)
 
 
