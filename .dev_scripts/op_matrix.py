@@ -5,8 +5,9 @@ builds compute bit for bit the same (e.g. before and after a restructuring of th
     python .dev_scripts/op_matrix.py dump --grown OUT.json   # grids whose window-gather blocks grow
     python .dev_scripts/op_matrix.py compare A.json B.json
 
-Every case runs forward, input gradient and weight gradient from fixed seeds; a case records the
-SHA-1 of each result's bytes, or the error it raised.
+Every case runs forward, input gradient and weight gradient (and, for learned interpolated angles,
+the angle gradient) from fixed seeds; a case records the SHA-1 of each result's bytes, or the error
+it raised.
 """
 import argparse
 import hashlib
@@ -19,6 +20,7 @@ import torch
 
 SHAPES = [(2, 64, 56, 56), (2, 20, 30, 31), (4, 96, 28, 28), (1, 512, 14, 14), (2, 48, 97, 61), (1, 64, 224, 224)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
+INTERP_SHAPES = [(2, 64, 56, 56), (2, 20, 30, 31), (1, 512, 14, 14)]
 
 
 def cases():
@@ -28,6 +30,12 @@ def cases():
             continue  # the large plane only as the 1D stems use it
         yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout=layout, stride=stride, k=k,
                    residual=stride == 1 and k == 31, floor=k == 7)
+    # Learned interpolated angles (K=15): every interpolated family and its weight and angle gradients.
+    for (n, c, h, w), dtype, layout, stride, interp in itertools.product(INTERP_SHAPES, DTYPES,
+                                                                        ('nchw', 'channels_last'), (1, 2),
+                                                                        ('bilinear', 'gaussian')):
+        yield dict(n=n, c=c, h=h, w=w, dtype=dtype, layout=layout, stride=stride, k=15,
+                   residual=stride == 1 and interp == 'bilinear', floor=False, interp=interp)
 
 
 # Training batches of the models' stage planes, whose window-gather blocks grow their regions
@@ -56,6 +64,7 @@ def grown_cases():
 
 def case_id(cs: dict) -> str:
     extra = ('' if cs.get('angle') is None else f'-a{cs["angle"]}') + ('-bilinear' if cs.get('bilinear') else '')
+    extra += f'-{cs["interp"]}' if cs.get('interp') else ''
     return '{n}x{c}x{h}x{w}-{dt}-{layout}-s{stride}-k{k}-r{residual:d}-f{floor:d}'.format(
         dt=str(cs['dtype']).replace('torch.', ''), **cs) + extra
 
@@ -80,9 +89,9 @@ def run(cs: dict) -> dict:
     if cs.get('angle') is not None:
         theta = torch.full((c, ), math.radians(cs['angle']))
     rounding = 'floor' if cs['floor'] else 'trunc'
-    if cs.get('bilinear'):
-        theta, rounding = theta + 0.05 * torch.randn(c, generator=g), 'bilinear'
-    theta = theta.cuda().requires_grad_(rounding == 'bilinear')
+    if cs.get('bilinear') or cs.get('interp'):
+        theta, rounding = theta + 0.05 * torch.randn(c, generator=g), cs.get('interp', 'bilinear')
+    theta = theta.cuda().requires_grad_(rounding in ('bilinear', 'gaussian'))
     x.requires_grad_()
     out = oriented_dwconv1d(x, weight, theta, bias, s, rounding, cs['residual'])
     inputs = [x, weight] + ([theta] if theta.requires_grad else [])

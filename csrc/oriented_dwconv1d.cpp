@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include "gelu_and_grad.h"
+#include "kept_tables.h"
 #include "op_registration.h"
 
 namespace mmo1d {
@@ -199,9 +200,19 @@ class ConvFunction : public torch::autograd::Function<Derived> {
 class OrientedDWConv1dFunction : public ConvFunction<OrientedDWConv1dFunction, false> {};
 class OrientedDWConv1dGeluFunction : public ConvFunction<OrientedDWConv1dGeluFunction, true> {};
 
+// Whether Function::apply on these inputs records a backward (as it decides it): the forward then
+// keeps the tables its backward reads again (kept_tables.h).
+bool records_backward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
+                      const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& pre_bias) {
+  auto wants_grad = [](const c10::optional<at::Tensor>& t) { return is_given(t) && t->requires_grad(); };
+  return at::GradMode::is_enabled() && (input.requires_grad() || weight.requires_grad() || theta.requires_grad() ||
+                                        wants_grad(bias) || wants_grad(pre_bias));
+}
+
 at::Tensor forward_autograd(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& theta,
                             const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                             double sigma, double radius, bool residual) {
+  const KeepTablesForBackward keep(records_backward(input, weight, theta, bias, c10::nullopt));
   return OrientedDWConv1dFunction::apply(input, weight, theta, bias, stride, rounding, sigma, radius, residual);
 }
 
@@ -209,6 +220,7 @@ at::Tensor forward_gelu_autograd(const at::Tensor& pre, const at::Tensor& weight
                                  const c10::optional<at::Tensor>& bias, int64_t stride, c10::string_view rounding,
                                  double sigma, double radius, bool residual,
                                  const c10::optional<at::Tensor>& pre_bias) {
+  const KeepTablesForBackward keep(records_backward(pre, weight, theta, bias, pre_bias));
   return OrientedDWConv1dGeluFunction::apply(pre, weight, theta, bias, stride, rounding, sigma, radius, residual,
                                              pre_bias);
 }
@@ -227,6 +239,7 @@ at::Tensor autocast_call(const at::Tensor& input, const at::Tensor& weight, cons
   const at::Tensor x = at::autocast::cached_cast(dtype, input, device_type);
   if (at::GradMode::is_enabled() && !c10::InferenceMode::is_enabled()) {
     using Function = std::conditional_t<GELU, OrientedDWConv1dGeluFunction, OrientedDWConv1dFunction>;
+    const KeepTablesForBackward keep(records_backward(x, weight, theta, bias, pre_bias));
     return Function::apply(x, weight, theta, bias, stride, rounding, sigma, radius, residual, pre_bias,
                            c10::optional<at::ScalarType>(dtype), device_type);
   }

@@ -1,4 +1,5 @@
-"""The CUDA kernels' cache of angle tables: reuse, and no stale tables after the angles change."""
+"""The CUDA kernels' cache of angle tables: reuse, and no stale tables after the angles (or, for the
+interpolated taps' tables, the weight) change."""
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from mmo1d.ops import (
     oriented_dwconv1d_reference,
     table_cache_size,
 )
+from mmo1d.ops.interp_reference import oriented_dwconv1d_interp_reference as interp_reference
 
 from .utils import RTOL, rel_err
 
@@ -109,3 +111,111 @@ def test_inference_tensor_angles_are_not_cached():
     out_again = oriented_dwconv1d(x, weight, theta, bias)  # outside inference mode too
     assert table_cache_size() == 0
     assert torch.equal(out, expected) and torch.equal(out_again, expected)
+
+
+# (dtype, layout, rounding, residual): the interpolated taps' channels_last window gather and vector
+# weight gradient, the NCHW segment paths, the general kernels (float64).
+INTERP_CASES = [(torch.bfloat16, torch.channels_last, 'bilinear', True),
+                (torch.float16, torch.channels_last, 'gaussian', False),
+                (torch.float32, torch.contiguous_format, 'bilinear', True),
+                (torch.float64, torch.contiguous_format, 'gaussian', False)]
+
+
+def interp_inputs(dtype, layout, seed):
+    x, weight, bias, grad = inputs(64, dtype, layout, 1, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    theta = (oriented_angles(64) + 0.1 * torch.rand(64, generator=g)).cuda()
+    return [t.requires_grad_() for t in (x, weight, theta, bias)], grad
+
+
+def table_builds(fn):
+    """The interpolated tables' builds (kernel launches) while fn() runs."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(e.count for e in prof.key_averages() if 'build_interp_tables' in e.key)
+
+
+def interp_step(leaves, rounding, residual, grad, clear_before_backward=False):
+    """Output and gradients of x, weight, theta and bias of one call, and its table builds."""
+    result = {}
+
+    def step():
+        out = oriented_dwconv1d(*leaves, 1, rounding, residual, 0.6, 1.5)
+        if clear_before_backward:
+            clear_table_cache()
+        result['values'] = (out.detach(), *torch.autograd.grad(out, leaves, grad))
+
+    builds = table_builds(step)
+    return result['values'], builds
+
+
+@pytest.mark.parametrize('dtype,layout,rounding,residual', INTERP_CASES)
+def test_interpolated_tables_built_once_a_step(dtype, layout, rounding, residual):
+    """A forward that records its backward builds the interpolated taps' tables and keeps them; its
+    input gradient reads them and its weight gradient (which reads no merged weights: the residual
+    form's serve it) takes them back, so nothing is left kept. The values are those of a backward
+    that builds its own tables."""
+    leaves, grad = interp_inputs(dtype, layout, seed=4)
+    clear_table_cache()
+    fresh, _ = interp_step(leaves, rounding, residual, grad, clear_before_backward=True)
+    clear_table_cache()
+    kept, builds = interp_step(leaves, rounding, residual, grad)
+    assert builds == 1 and table_cache_size() == 0
+    for a, b in zip(fresh, kept):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('dtype,layout,rounding,residual', INTERP_CASES[:1] + INTERP_CASES[-1:])
+def test_interpolated_tables_are_not_kept_without_a_backward(dtype, layout, rounding, residual):
+    """Forwards that record no backward (no_grad, inference mode, nothing requiring a gradient)
+    keep no tables; weights and angles changed behind the version counter between calls (written
+    through .data, as an averaged model is) are always seen."""
+    leaves, _ = interp_inputs(dtype, layout, seed=6)
+    clear_table_cache()
+    for mode in (torch.no_grad, torch.inference_mode):
+        for changed in (leaves[1], leaves[2]):
+            changed.data.add_(0.05)
+            with mode():
+                out = oriented_dwconv1d(*leaves, 1, rounding, residual, 0.6, 1.5)
+            assert table_cache_size() == 0
+            x, weight, theta, bias = (t.detach().double().cpu() for t in leaves)
+            ref = interp_reference(x, weight, theta, bias, 1, rounding, 0.6, 1.5) + (x if residual else 0)
+            assert rel_err(out, ref) < max(RTOL[dtype], 1e-5)
+    plain = [t.detach() for t in leaves]
+    oriented_dwconv1d(*plain, 1, rounding, residual, 0.6, 1.5)
+    assert table_cache_size() == 0
+
+
+def test_interpolated_tables_kept_for_the_input_gradient_alone():
+    """With the weight and angles frozen, the forward keeps its tables for the input gradient, which
+    reads them; the next step's forward replaces them (one entry, whatever the steps)."""
+    leaves, grad = interp_inputs(torch.bfloat16, torch.channels_last, seed=7)
+    leaves[1].requires_grad_(False)
+    leaves[2].requires_grad_(False)
+    leaves[3].requires_grad_(False)
+    clear_table_cache()
+
+    def step():
+        out = oriented_dwconv1d(*leaves, 1, 'bilinear', True)
+        torch.autograd.grad(out, leaves[0], grad)
+
+    for _ in range(3):
+        assert table_builds(step) == 1
+        assert table_cache_size() == 1
+
+
+def test_interpolated_tables_under_autocast():
+    """Under autocast the op casts the float32 weight at each step: the step's forward builds the
+    tables once for its cast weight, its backward reads them and takes them back."""
+    leaves, grad = interp_inputs(torch.float32, torch.channels_last, seed=5)
+    clear_table_cache()
+
+    def step():
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            out = oriented_dwconv1d(*leaves, 1, 'bilinear', True)
+        torch.autograd.grad(out, leaves, grad.bfloat16())
+
+    for _ in range(3):
+        assert table_builds(step) == 1
+        assert table_cache_size() == 0

@@ -57,7 +57,8 @@ void Interp::run(const Plan& plan, const Args<scalar_t>& a) {
   using acc_t = at::opmath_type<scalar_t>;
   const bool wgrad = a.dy != nullptr;
   const at::Tensor src = plan.via_nchw ? a.src.contiguous() : a.src;
-  const InterpTables<acc_t> t = build_interp_tables<scalar_t, acc_t>(a.theta, a.weight, a.rule, a.residual);
+  const InterpTables<acc_t> t =
+      build_interp_tables<scalar_t, acc_t>(a.theta, a.weight, a.rule, a.residual, interp_tables_use(wgrad, a.sign));
   if (!wgrad) {
     if (!plan.via_nchw) {
       launch_gather<scalar_t, acc_t>(plan, src, a.out, a.bias, t.view(false));

@@ -44,7 +44,8 @@ bool InterpSeg::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpSeg::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual,
+                                                      interp_tables_use(a.dy != nullptr, a.sign));
   const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   if (a.dy == nullptr) {
     const InterpSegments s = build_interp_segments(t, t.npts_gather(), h, a.sign);

@@ -58,7 +58,8 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
   // Blocks of channels walk the union of their channels' points (interp_union.cuh) where the
   // offsets fit its grid; beyond it each channel keeps its own points.
   const bool unite = (2 * h + 1) * (2 * h + 1) <= kSegGridCells;
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual, !unite);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual,
+                                                      interp_tables_use(a.dy != nullptr, a.sign), !unite);
   const bool all = a.dy != nullptr && a.dtheta != nullptr;
   InterpUnion u;
   if (unite) u = unite_interp_blocks<CB>(t, t.npts(all), h, a.dy != nullptr);

@@ -28,7 +28,8 @@ bool InterpWin::plan(const Problem& p, Pass pass, Plan* plan) {
 
 template <typename scalar_t>
 void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
-  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual);
+  const auto t = build_interp_tables<scalar_t, float>(a.theta, a.weight, a.rule, a.residual,
+                                                      interp_tables_use(false, a.sign));
   const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   // Each block's channels walk the union of their points (the halo is the block's largest anyway).
   const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, t.npts_gather(), h);
