@@ -76,7 +76,8 @@ struct Plan {
   bool across = false;          // vector weight gradient: points across the pixel slots (small planes)
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
   int images = 1;               // window gathers: images per block (small planes) staged together,
-  int image_groups = 1;         // ... in this many groups one after the other
+  int image_groups = 1;         // ... in this many groups one after the other,
+  bool table_weights = false;   // ... over the tables' merged weights (TABLE_WEIGHTS), not the taps'
 };
 
 // The tensors and options of one call. Gathers (forward and input gradient): out = the gather of

@@ -85,6 +85,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->fg = g;
   plan->classes = classes;
   plan->one_list = one_list && !win_small(*plan);
+  plan->table_weights = one_list && win_small(*plan);
   plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
                              kFastThreads, (plan->one_list ? fixed : small_fixed) + plan->tile};
   return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
@@ -96,6 +97,9 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   TORCH_CHECK(tables.segw != nullptr || (taps.w != nullptr && plan.classes == 1 && !plan.one_list),
               "oriented_dwconv1d: the window gather needs merged weights or, for one class of rounded taps, the "
               "taps' weights");
+  TORCH_CHECK(!win_small(plan) || plan.table_weights == (tables.segw != nullptr),
+              "oriented_dwconv1d: a window gather of several images a block takes the weights its plan chose: "
+              "the tables' merged weights for interpolated taps, the taps' otherwise");
   const WinGatherParams<scalar_t> params{
       .io = {a.src.template data_ptr<scalar_t>(), a.out.template data_ptr<scalar_t>(), a.bias},
       .tables = tables,
@@ -107,7 +111,7 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   const char* what = "channels_last window gather";
   if (win_small(plan)) {
     const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
-    launch_planned(small_win_kernel<scalar_t>(tables.segw != nullptr), plan.launch, what, small);
+    launch_planned(small_win_kernel<scalar_t>(plan.table_weights), plan.launch, what, small);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
   }
