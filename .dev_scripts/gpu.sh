@@ -64,6 +64,15 @@ header() {
   # `bash .dev_scripts/gpu.sh fingerprint OUT_DIR` prints for a checkout.
   fingerprint
 }
+# The AMP config tests need the toolboxes: a run without them would report their absence as errors.
+need_toolboxes() {
+  for pkg in mmengine mmcv mmdet mmseg; do
+    "$PY" -c "import $pkg" 2>/dev/null || {
+      echo "$1: $pkg must be importable (on the GPU machine: source .device-wheels/mm-env.sh)" >&2
+      return 1
+    }
+  done
+}
 fingerprint() {
   echo "sources: $(find csrc -type f | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12) (sha1 of csrc/)"
 }
@@ -87,13 +96,7 @@ case "$STAGE" in
     exit "$rc"
     ;;
   tests)
-    # The AMP config tests need the toolboxes: a run without them would report their absence as errors.
-    for pkg in mmengine mmcv mmdet mmseg; do
-      "$PY" -c "import $pkg" 2>/dev/null || {
-        echo "tests: $pkg must be importable (on the GPU machine: source .device-wheels/mm-env.sh)" >&2
-        exit 2
-      }
-    done
+    need_toolboxes tests || exit 2
     {
       header
       # shellcheck disable=SC2086
@@ -163,6 +166,7 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
   verify)
     # tests and sanitize side by side (PYTEST_ARGS defaults to -n 5 here, SHARDS to 5): gpu_tests.log
     # and sanitizer.log; the exit status is non-zero if either failed.
+    need_toolboxes verify || exit 2  # before the sanitizer's minutes, not after them
     PYTEST_ARGS=${PYTEST_ARGS:--n 5} bash "$ROOT/.dev_scripts/gpu.sh" tests "$OUT" >"$OUT/tests.out" 2>&1 &
     tests_pid=$!
     SHARDS=${SHARDS:-5} bash "$ROOT/.dev_scripts/gpu.sh" sanitize "$OUT" >"$OUT/sanitize.out" 2>&1
