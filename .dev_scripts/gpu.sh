@@ -187,8 +187,9 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       tee "$OUT/benchmark_model.log" | sed -n '/^# /,$p'
     ;;
   models-ab)
-    # old, [mid ...,] new: each tree's models in turn, then each build against the one before it.
-    # MID_DIR (MID_COMMIT) may name several trees (commits), separated by spaces, in build order.
+    # old, [mid ...,] new: each tree's models in turn, each build against the one before it as soon as
+    # both are timed (so that a run cut short keeps its finished pairs). MID_DIR (MID_COMMIT) may name
+    # several trees (commits), separated by spaces, in build order.
     read -r -a mid_dirs <<<"${MID_DIR:-}"
     read -r -a mid_commits <<<"${MID_COMMIT:-}"
     names=(old) dirs=("$ROOT/${OLD_DIR:-.old}") commits=("${OLD_COMMIT:-old}")
@@ -198,9 +199,12 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
       commits+=("${mid_commits[$i]:-${names[-1]}}")
     done
     names+=(new) dirs+=("$ROOT/${NEW_DIR:-.}") commits+=("${NEW_COMMIT:-${SOURCE_COMMIT:-}}")
+    for dir in "${dirs[@]}"; do
+      if [ ! -d "$dir/mmo1d" ]; then echo "models-ab: no tree in $dir (see the head of $0)" >&2; exit 2; fi
+    done
+    : >"$OUT/models_ab.md"
     for i in "${!names[@]}"; do
       build=${names[$i]} dir=${dirs[$i]}
-      if [ ! -d "$dir/mmo1d" ]; then echo "models-ab: no tree in $dir (see the head of $0)" >&2; exit 2; fi
       echo "== $build build ($dir): $OUT/models_ab_$build.log"
       if ! (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH SOURCE_COMMIT=${commits[$i]} "$PY" \
         "$ROOT/tools/analysis_tools/benchmark_model.py" --out-dir "$OUT/$build" --kernel-times "$@" \
@@ -208,11 +212,10 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
         tail -n 20 "$OUT/models_ab_$build.log"
         exit 1
       fi
-    done
-    : >"$OUT/models_ab.md"
-    for ((i = 1; i < ${#names[@]}; i++)); do
-      a=("$OUT/${names[$((i - 1))]}"/models_*.json) b=("$OUT/${names[$i]}"/models_*.json)
-      "$PY" tools/analysis_tools/benchmark_model.py --compare "${a[0]}" "${b[0]}" | tee -a "$OUT/models_ab.md"
+      if [ "$i" -gt 0 ]; then
+        a=("$OUT/${names[$((i - 1))]}"/models_*.json) b=("$OUT/$build"/models_*.json)
+        "$PY" tools/analysis_tools/benchmark_model.py --compare "${a[0]}" "${b[0]}" | tee -a "$OUT/models_ab.md"
+      fi
     done
     ;;
   train)
