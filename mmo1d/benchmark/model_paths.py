@@ -69,6 +69,8 @@ def pass_kernels(call: dict) -> Dict[str, str]:
     """The op's kernels that each of ``PASSES`` of a recorded call launches, run once each."""
     x, weight, theta = call['input'], call['weight'], call['theta']
     args = (call['stride'], call['rounding'], call['sigma'], call['radius'])
+    # A forward outside the profile: the output's shape for the gradient, and the angles' cached table
+    # structures built, so that each pass lists the kernels a training step runs in it.
     out = torch.ops.mmo1d.oriented_dwconv1d(x, weight, theta, None, *args, call['residual'])
     grad = torch.randn_like(out)
     runs = {

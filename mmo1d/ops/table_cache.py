@@ -19,9 +19,8 @@ input gradient reads them and the weight gradient, the last to read them, takes 
 build serves the three passes of a training step. Every forward builds them anew and nothing but
 its backward reads them (checking the angles' and the weight's storage and version counter), so a
 weight or angle changed between steps, even through ``.data`` as averaged models are updated, is
-always seen. Kept tables take
-about 3 KB per channel for bilinear taps at K=31 (T-1D++ with learned angles: about 90 MB in all,
-between its forward and backward).
+always seen. Kept tables take about 3 KB per channel for bilinear taps at K=31, between a forward
+and its backward (T-1D++ with learned angles, batch 64: 66 MiB more training peak memory on an H200).
 """
 import torch
 
