@@ -37,8 +37,11 @@ CASES = [
     (2, 64, 40, 36, 15, 2, torch.float16, 'channels_last'),   # s2_gather, win_gather_classes, vec_wgrad_classes
     (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
     (2, 32, 33, 35, 31, 2, torch.float32, 'channels_last'),
-    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather, vec_wgrad
-    (16, 288, 33, 33, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather: grown regions, the blocks' full share
+    (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather_ring, vec_wgrad
+    (16, 288, 33, 33, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather_ring: grown regions
+    # win_gather_ring: 30 x 20 tiles, lines wrapping over four steps; blocks of two directions whose ring
+    # does not fit stage sub-tiles in the same launch
+    (22, 96, 120, 40, 31, 1, torch.float16, 'channels_last'),
     (16, 64, 225, 223, 15, 2, torch.float16, 'channels_last'),  # s2_gather: grown tiles
     (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)
     (2, 40, 56, 56, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: 13 outputs per thread (28 x 28 tiles)

@@ -16,7 +16,7 @@ namespace cuda {
 MMO1D_FAMILY(S2Gather, false, false, false, "s2_gather")
 // Channels_last segment windows: stride-1 gathers, the stride-2 input gradient per parity class
 // (win_gather/).
-MMO1D_FAMILY(WinGather, false, false, false, "win_gather", "win_gather_classes")
+MMO1D_FAMILY(WinGather, false, false, false, "win_gather", "win_gather_classes", "win_gather_ring")
 // Channels_last vector gather for any C, stride 1 (vec_gather/).
 MMO1D_FAMILY(VecGather, false, false, false, "vec_gather")
 // NCHW segment windows, stride 1 (seg_gather/).

@@ -68,6 +68,6 @@ def test_the_paths_are_the_dispatchers_and_their_kernels_run():
     assert sum(r['count'] for r in rows) == sum(expected_calls('1dpp', 128).values())
     names = set(oriented_dwconv1d_paths())
     assert all(r[p] in names and r[f'{p} kernels'] != '-' for r in rows for p in PASSES)
-    window = [r for r in rows if r['forward'] == 'win_gather']
+    window = [r for r in rows if r['forward'] in ('win_gather', 'win_gather_ring')]
     assert window and all('win_gather_nhwc_kernel<Half' in r['forward kernels'] for r in window)
     assert len(paths_table(rows)[0].split(' | ')) == 6 + 2 * len(PASSES)

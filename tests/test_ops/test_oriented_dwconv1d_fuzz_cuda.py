@@ -148,6 +148,11 @@ ANCHORS = [
     # staged in the blocks' full share of shared memory: the ++ 4C tensor of a training batch.
     Case(16, 384, 56, 56, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 40),
     Case(16, 288, 33, 33, 31, 1, torch.float16, 'channels_last', False, 'bilinear', 41),
+    # The 16-bit window gather's ring of lines: tiles of 30 x 20 outputs whose lines wrap over four
+    # steps, 29 x 22 at K=15, a downstream plane of two images (COCO's stage 1 at 800 x 800).
+    Case(6, 384, 120, 40, 31, 1, torch.float16, 'channels_last', True, 'trunc', 80),
+    Case(12, 384, 57, 43, 15, 1, torch.bfloat16, 'channels_last', False, 'floor', 81),
+    Case(2, 384, 200, 200, 31, 1, torch.bfloat16, 'channels_last', True, 'trunc', 82),
     # The stride-2 forward at odd sizes: grown tiles (bf16, K=15: more outputs a block at the same blocks
     # per SM) and the float32 tile's two-channel vector adds (K=31, whose tile keeps its size).
     Case(16, 64, 223, 221, 15, 2, torch.bfloat16, 'channels_last', True, 'trunc', 42),
@@ -397,7 +402,9 @@ def test_path_query_follows_the_domains():
             x = x.contiguous(memory_format=torch.channels_last)
         return oriented_dwconv1d_path(x, torch.randn(c, k, device='cuda', dtype=dtype), stride, p)
 
-    assert path(64, 56, 31, 1, torch.bfloat16, 'channels_last') == 'win_gather'
+    assert path(64, 56, 31, 1, torch.bfloat16, 'channels_last') == 'win_gather_ring'
+    assert path(64, 56, 31, 1, torch.float32, 'channels_last') == 'win_gather'
+    assert path(64, 14, 31, 1, torch.float16, 'channels_last') == 'win_gather'  # one block covers the plane
     assert path(60, 56, 31, 1, torch.bfloat16, 'channels_last') == 'vec_gather'  # C not a multiple of 16
     assert path(64, 56, 31, 2, torch.float16, 'channels_last') == 's2_gather'
     assert path(64, 56, 31, 2, torch.float16, 'channels_last', 'backward_input') == 'win_gather_classes'

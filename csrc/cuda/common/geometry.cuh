@@ -93,6 +93,19 @@ __host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw) {
   return round_up(tw, OUTPUTS) + 2 * pw + 2 * (OUTPUTS - 1);
 }
 
+// The ring of lines of a window-gather block (win_ring.cuh) over a th x tw output tile whose lines
+// have the halo (ph, pw): steps of kWinRingStepTasks * OUTPUTS rows; the lines of two steps and the
+// halo rows, or the whole staged tile when that is fewer; each line seg_tile_cols wide (odd pitch).
+template <int OUTPUTS>
+__host__ __device__ __forceinline__ int win_ring_lines(int th, int ph) {
+  const int ring = 2 * kWinRingStepTasks * OUTPUTS + 2 * ph, whole = seg_tile_rows<OUTPUTS>(th, ph);
+  return ring < whole ? ring : whole;
+}
+template <int OUTPUTS>
+__host__ __device__ __forceinline__ int win_ring_bytes(int th, int tw, int ph, int pw) {
+  return win_ring_lines<OUTPUTS>(th, ph) * (seg_tile_cols<OUTPUTS>(tw, pw) | 1) * 32;
+}
+
 // Tasks of a th x tw output tile for axis `mode`: a task is OUTPUTS outputs (p, q) + r * u. Mode 0:
 // one per row and group of OUTPUTS columns (lanes walk down the rows); mode 1: one per column and
 // group of OUTPUTS rows; modes 2 and 3: diagonal runs that start up to OUTPUTS - 1 columns outside

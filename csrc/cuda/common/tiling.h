@@ -73,6 +73,10 @@ constexpr int kWinMaxGroups = 4;
 // one list take several images a block only where every channel's list staged keeps this many.
 constexpr int kWinBlocks = 3;
 
+// Window gathers of a tile through a ring of lines (win_ring.cuh): a step computes this many rows of
+// tasks (OUTPUTS rows each; 2: a 28-wide tile's 56 tasks, one round of the block's 64 slots).
+constexpr int kWinRingStepTasks = 2;
+
 // ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
 // Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.
 constexpr float kSubtileCostPerTapTask = 3.0f;      // per tap of each task (a warp runs 8 tasks of ~26 K)

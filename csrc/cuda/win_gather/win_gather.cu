@@ -21,6 +21,15 @@ auto win_kernel(int classes, bool one_list) {
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
 }
 
+// The ring of lines (win_ring.cuh): 16-bit only (float32's steps of 16 rows leave no room for it).
+template <typename scalar_t>
+constexpr bool kWinRings = sizeof(scalar_t) == 2;
+
+template <typename scalar_t>
+auto ring_win_kernel() {
+  return win_gather_nhwc_kernel<scalar_t, WinTraits<scalar_t>::kOutputs, 1, false, false, false, true>;
+}
+
 // Several images a block (the kernel's SMALL), with the taps' weights or (table_weights) the tables'.
 template <typename scalar_t>
 auto small_win_kernel(bool table_weights) {
@@ -31,6 +40,26 @@ auto small_win_kernel(bool table_weights) {
 
 bool win_small(const Plan& plan) {
   return plan.images > 1 || plan.image_groups > 1;
+}
+
+// The ring of lines for a plan of whole tiles (stride-1, rounded taps' lists, 16-bit): its blocks
+// take their share of the multiprocessor's shared memory at the occupancy the plan has, and a block
+// whose ring fits there streams its tile through it (win_ring.cuh), the others stage sub-tiles as
+// before. Taken where the rings of lines along either axis (halo (0, h) or (h, 0)) fit.
+template <typename scalar_t>
+bool plan_win_ring(Plan& plan, int64_t fixed, int halo_k) {
+  if constexpr (!kWinRings<scalar_t>) {
+    return false;
+  } else {
+    constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
+    if (plan.classes != 1 || plan.one_list) return false;
+    const int h = halo_k / 2, TH = plan.fg.TH, TW = plan.fg.TW;
+    const int64_t share = smem_share(ring_win_kernel<scalar_t>(), kFastThreads, fixed + plan.tile) - fixed;
+    if (std::max(win_ring_bytes<OUTPUTS>(TH, TW, 0, h), win_ring_bytes<OUTPUTS>(TH, TW, h, 0)) > share) return false;
+    plan.tile = share;
+    plan.path = "win_gather_ring";
+    return true;
+  }
 }
 
 }  // namespace
@@ -86,9 +115,14 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->classes = classes;
   plan->one_list = one_list && !win_small(*plan);
   plan->table_weights = one_list && win_small(*plan);
+  plan->ring = !one_list && !win_small(*plan) && plan_win_ring<scalar_t>(*plan, fixed, halo_k);
   plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
                              kFastThreads, (plan->one_list ? fixed : small_fixed) + plan->tile};
-  return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
+  if (win_small(*plan)) return launch_fits(small_kernel, plan->launch);
+  if constexpr (kWinRings<scalar_t>) {
+    if (plan->ring) return launch_fits(ring_win_kernel<scalar_t>(), plan->launch);
+  }
+  return launch_fits(kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -112,6 +146,8 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   if (win_small(plan)) {
     const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
     launch_planned(small_win_kernel<scalar_t>(plan.table_weights), plan.launch, what, small);
+  } else if (plan.ring) {
+    if constexpr (kWinRings<scalar_t>) launch_planned(ring_win_kernel<scalar_t>(), plan.launch, what, params);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
   }

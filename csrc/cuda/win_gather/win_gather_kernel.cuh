@@ -6,6 +6,7 @@
 #include "../common/channels_last.cuh"
 #include "../common/tap_weights.cuh"
 #include "../common/window_walk.cuh"
+#include "win_ring.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -43,18 +44,30 @@ __device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const f
   }
 }
 
+// A ring of staged lines (win_ring.cuh): a pixel read at or past `end` lies `bytes` before it.
+struct WinRing {
+  const unsigned char* end = nullptr;
+  int bytes = 0;
+  __device__ __forceinline__ const unsigned char* operator()(const unsigned char* p) const {
+    return p >= end ? p - bytes : p;
+  }
+};
+
 // acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * axis_step][k] for CHANNELS channels: the
 // channels of pixel i start at channel_tile + 32 * i. SPLIT_TAIL: see walk_segment (the stride-2
 // forward, whose tasks also add into an fp32 tile, takes the test per point: it stays free of
-// spills).
-template <typename scalar_t, int OUTPUTS, int CHANNELS, bool SPLIT_TAIL>
+// spills). RING: the pixels lie in the ring `ring`, each read wrapped.
+template <typename scalar_t, int OUTPUTS, int CHANNELS, bool SPLIT_TAIL, bool RING = false>
 __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ channel_tile, int a, int axis_step,
                                                int L, const float* __restrict__ w, int wstride,
-                                               float (&acc)[OUTPUTS][CHANNELS]) {
+                                               float (&acc)[OUTPUTS][CHANNELS], WinRing ring = {}) {
   float v[OUTPUTS][CHANNELS];
   walk_segment<OUTPUTS, SPLIT_TAIL>(
       channel_tile + a * 32, axis_step * 32, L, v,
-      [](const unsigned char* p, float (&f)[CHANNELS]) { load_channels<scalar_t, CHANNELS>(p, f); },
+      [ring](const unsigned char* p, float (&f)[CHANNELS]) {
+        if constexpr (RING) p = ring(p);
+        load_channels<scalar_t, CHANNELS>(p, f);
+      },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
         float wl[CHANNELS];
@@ -239,14 +252,17 @@ struct PlaneClip {
 // on different banks whether they take neighbouring rows or columns.
 // pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
 // their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
+// RING: S is a step's first line in a ring of staged lines that starts at ring_start and holds
+// ring_bytes (win_ring.cuh); every read wraps.
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, bool CLIP = false,
-          bool SPLIT_LAST = false, typename Segs = const int4*>
+          bool SPLIT_LAST = false, bool RING = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
                                           int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
                                           float* __restrict__ accs = nullptr, int images = 1, int image_pixels = 0,
-                                          bool pieces = false, PlaneClip clip = {}) {
+                                          bool pieces = false, PlaneClip clip = {},
+                                          const scalar_t* ring_start = nullptr, int ring_bytes = 0) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
   int ui, uj;
   mode_step(mode, &ui, &uj);
@@ -254,6 +270,11 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
   const bool cut = pieces && mode >= 2;
   const int ntasks = cut ? diag_npieces<OUTPUTS>(sth, stw) : seg_ntasks<OUTPUTS>(mode, sth, stw);
   const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
+  WinRing ring;
+  if constexpr (RING) {
+    ring.end = reinterpret_cast<const unsigned char*>(ring_start) + kc * sizeof(scalar_t) + ring_bytes;
+    ring.bytes = ring_bytes;
+  }
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
   // Task t's NOUT outputs from its output r0 (NOUT = OUTPUTS, r0 = 0: the whole task).
@@ -291,8 +312,8 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
         if (l1 < l0) continue;
         L = l1 - l0 + 1;
       }
-      run_segment_px<scalar_t, NOUT, CHANNELS, !ACC>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
-                                                     sw + (e.z + l0) * CB + kc, CB, acc);
+      run_segment_px<scalar_t, NOUT, CHANNELS, !ACC, RING>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
+                                                           sw + (e.z + l0) * CB + kc, CB, acc, ring);
     }
     scalar_t* o = op + ((int64_t(m) * OH + (OS * (p0s + p) + oa)) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
@@ -362,12 +383,15 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
+// RING (stride-1, not SMALL or ONE_LIST): a block whose ring of lines fits params.tile_bytes streams
+// its tile through it (win_ring.cuh) instead of staging sub-tiles.
 template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false,
-          bool TABLE_WEIGHTS = false>
+          bool TABLE_WEIGHTS = false, bool RING = false>
 __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
   static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
   static_assert(!TABLE_WEIGHTS || SMALL, "TABLE_WEIGHTS: SMALL over the tables' merged weights");
+  static_assert(!RING || (OS == 1 && !ONE_LIST && !SMALL), "the ring: stride-1 gathers over the blocks' own lists");
   const scalar_t* __restrict__ bias = params.io.bias;
   const SegInfo* __restrict__ info = params.tables.info;
   const int4* __restrict__ segs = params.tables.segs;
@@ -418,8 +442,10 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
+    // The whole tile: SMALL, or a ring that fits; else the sub-tile.
+    const bool whole = SMALL || (RING && win_ring_bytes<OUTPUTS>(th, tw, ph, pw) <= params.tile_bytes);
     const int2 sub =
-        SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
+        whole ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
     if (threadIdx.x == 0) {
       if (SMALL) s_clip = clip;
       s_ph = ph;
@@ -560,6 +586,16 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
         if (!two) stage(grp + 1);
       }
     }
+  } else if (RING && win_ring_bytes<OUTPUTS>(th, tw, ph, pw) <= params.tile_bytes) {
+    // The ring: the step's tasks over its lines (ps: the step's first row of the tile).
+    win_ring_steps<scalar_t, OUTPUTS>(S, img, g, c0, p0, q0, th, tw, ph, pw, pitch, stage_tables,
+                                      [&](const scalar_t* lines, int ps, int sth, int ring_bytes) {
+      lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, false, false, true>(
+            lines, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth, tw, p0 + ps, q0, ph, pw, pitch, OH,
+            OW, oa, ob, g.C, slot, slots, nullptr, 1, 0, false, PlaneClip{}, S, ring_bytes);
+      });
+    });
   } else {
     const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
     // The last round of tasks split into single outputs (win_tasks' SPLIT_LAST): 16-bit, not ONE_LIST.
