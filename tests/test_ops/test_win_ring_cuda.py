@@ -22,7 +22,7 @@ def cl(t, dtype):
 def out_and_dx(x, weight, theta, bias, grad_out, dtype):
     """Output and input gradient of the CUDA op (both gathers) in `dtype`, channels_last."""
     xg = cl(x, dtype).requires_grad_()
-    out = oriented_dwconv1d(xg, weight.to('cuda', dtype), 1, theta.cuda(), bias.to('cuda', dtype))
+    out = oriented_dwconv1d(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype), 1)
     (dx, ) = torch.autograd.grad(out, [xg], cl(grad_out, dtype))
     return out.detach(), dx
 
