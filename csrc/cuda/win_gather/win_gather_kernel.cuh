@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
     // The whole tile: SMALL, or a ring that fits; else the sub-tile.
     const bool whole = SMALL || (RING && win_ring_bytes<OUTPUTS>(th, tw, ph, pw) <= params.tile_bytes &&
-                                 win_ring_bytes<OUTPUTS>(4 * th, tw, ph, pw) > params.tile_bytes);
+                                 seg_tile_rows<OUTPUTS>(th, ph) * (seg_tile_cols<OUTPUTS>(tw, pw) | 1) * 32 > params.tile_bytes);
     const int2 sub =
         whole ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
     if (threadIdx.x == 0) {
@@ -588,7 +588,7 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       }
     }
   } else if (RING && win_ring_bytes<OUTPUTS>(th, tw, ph, pw) <= params.tile_bytes &&
-             win_ring_bytes<OUTPUTS>(4 * th, tw, ph, pw) > params.tile_bytes) {
+             seg_tile_rows<OUTPUTS>(th, ph) * (seg_tile_cols<OUTPUTS>(tw, pw) | 1) * 32 > params.tile_bytes) {
     // The ring: the step's tasks over its lines (ps: the step's first row of the tile).
     win_ring_steps<scalar_t, OUTPUTS>(S, img, g, c0, p0, q0, th, tw, ph, pw, pitch, stage_tables,
                                       [&](const scalar_t* lines, int ps, int sth, int ring_bytes) {
