@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Every GPU job of the project, one stage of a few minutes at a time; logs and results go to OUT_DIR:
 #
-#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid*/ if present): build.log
+#   bash .dev_scripts/gpu.sh build       OUT_DIR   # build in place (and .old/, .mid*/ if present): build.log;
+#                                                  # a tree whose build matches its sources is reused
+#   bash .dev_scripts/gpu.sh pack        OUT_DIR   # each tree's build, stripped, as NAME_build.tar.xz (new,
+#                                                  # old, mid...): put them in .builds/ and carry it, and the
+#                                                  # next machine's `build` unpacks and reuses them
 #   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs, the layers'
 #                                                  # GPU cases: gpu_tests.log
 #   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
@@ -76,24 +80,73 @@ need_toolboxes() {
 fingerprint() {
   echo "sources: $(find csrc -type f | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12) (sha1 of csrc/)"
 }
+# A build's stamp (in the tree's mmo1d/.build_stamp): its sources, torch and architectures.
+stamp() {
+  echo "$(fingerprint); torch $("$PY" -c 'import torch; print(torch.__version__)'); arch $TORCH_CUDA_ARCH_LIST"
+}
+# Whether the tree $1 holds a build of its current sources for this torch and these architectures.
+built() {
+  compgen -G "$1/mmo1d/_C*.so" >/dev/null && [ -f "$1/mmo1d/.build_stamp" ] &&
+    [ "$(cat "$1/mmo1d/.build_stamp")" = "$(cd "$1" && stamp)" ]
+}
+tree_name() {
+  if [ "$1" = . ]; then echo new; else echo "${1#.}"; fi
+}
+# The trees a stage builds or packs: this one, then .old and .mid* where present.
+trees() {
+  for tree in . .old .mid*; do [ -d "$tree/mmo1d" ] && echo "$tree"; done
+}
 case "$STAGE" in
   build)
     start=$(date +%s)
-    jobs=$(nproc 2>/dev/null || echo 8)
-    extra=()
-    for tree in .old .mid*; do [ -d "$tree" ] && extra+=("$tree"); done
-    jobs=$(((jobs + ${#extra[@]}) / (${#extra[@]} + 1)))  # every build at once, the cores shared evenly
-    for tree in ${extra[@]+"${extra[@]}"}; do
-      (cd "$tree" && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/${tree#.}_build.log" 2>&1
-       echo "${tree#.} build: $?") &
+    # Builds packed on an earlier machine (.builds/NAME_build.tar.xz) go into their trees where they
+    # match the tree's sources; the others are left out.
+    for archive in .builds/*_build.tar.xz; do
+      [ -f "$archive" ] || continue
+      name=$(basename "$archive" _build.tar.xz)
+      tree=.; [ "$name" = new ] || tree=.$name
+      [ -d "$tree/mmo1d" ] || continue
+      unpacked=$(mktemp -d)
+      tar -xJf "$archive" -C "$unpacked"
+      if [ "$(cat "$unpacked/mmo1d/.build_stamp" 2>/dev/null)" = "$(cd "$tree" && stamp)" ]; then
+        cp "$unpacked"/mmo1d/_C*.so "$unpacked/mmo1d/.build_stamp" "$tree/mmo1d/"
+      else
+        echo "$archive: built from other sources, torch or architectures; not used"
+      fi
+      rm -rf "$unpacked"
     done
-    MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
-    rc=$?
-    echo "build: $rc after $(($(date +%s) - start)) s"
-    [ "$rc" = 0 ] || tail -n 40 "$OUT/build.log"
-    wait
+    todo=() pids=()
+    while read -r tree; do
+      if built "$tree"; then echo "$(tree_name "$tree") build: reused"; else todo+=("$tree"); fi
+    done < <(trees)
+    jobs=$(nproc 2>/dev/null || echo 8)
+    jobs=$(((jobs + ${#todo[@]} - 1) / (${#todo[@]} > 0 ? ${#todo[@]} : 1)))  # every build at once, cores shared
+    for tree in ${todo[@]+"${todo[@]}"}; do
+      name=$(tree_name "$tree") log=$OUT/$([ "$tree" = . ] && echo build || echo "${tree#.}_build").log
+      (cd "$tree" && MAX_JOBS=$jobs "$PY" setup.py build_ext --inplace >"$log" 2>&1 && stamp >mmo1d/.build_stamp
+       rc=$?
+       echo "$name build: $rc after $(($(date +%s) - start)) s"
+       [ "$rc" = 0 ] || tail -n 40 "$log"
+       exit "$rc") &
+      pids+=($!)
+    done
+    rc=0
+    for pid in ${pids[@]+"${pids[@]}"}; do wait "$pid" || rc=1; done
     echo "builds done after $(($(date +%s) - start)) s"
     exit "$rc"
+    ;;
+  pack)
+    # Each built tree's extension, stripped of its host symbols (about 24 MB, 4 MB packed for sm_90).
+    while read -r tree; do
+      built "$tree" || { echo "$(tree_name "$tree"): no build of its current sources to pack"; continue; }
+      staged=$(mktemp -d)
+      mkdir "$staged/mmo1d"
+      for so in "$tree"/mmo1d/_C*.so; do strip -o "$staged/mmo1d/$(basename "$so")" "$so"; done
+      cp "$tree/mmo1d/.build_stamp" "$staged/mmo1d/"
+      tar -cJf "$OUT/$(tree_name "$tree")_build.tar.xz" -C "$staged" mmo1d
+      rm -rf "$staged"
+      echo "$OUT/$(tree_name "$tree")_build.tar.xz: $(du -k "$OUT/$(tree_name "$tree")_build.tar.xz" | cut -f1) KiB"
+    done < <(trees)
     ;;
   tests)
     need_toolboxes tests || exit 2
