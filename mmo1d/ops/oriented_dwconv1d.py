@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ._ext import _C, ensure_cuda_kernels
+from .inductor_fallbacks import register_inductor_fallback
 from .tap_rule import DEFAULT_RADIUS, DEFAULT_SIGMA, INTERPOLATIONS, check_tap_rule
 
 _ops = torch.ops.mmo1d
@@ -31,6 +32,7 @@ def _memory_format(input: Tensor) -> torch.memory_format:
 
 @torch.library.register_fake('mmo1d::oriented_dwconv1d')
 def _forward_fake(input, weight, theta, bias, stride, rounding, sigma, radius, residual):
+    register_inductor_fallback(torch.ops.mmo1d.oriented_dwconv1d.default)  # it has an export decomposition
     n, c, h, w = input.shape
     return torch.empty((n, c, (h + stride - 1) // stride, (w + stride - 1) // stride),
                        dtype=input.dtype, device=input.device, memory_format=_memory_format(input))
