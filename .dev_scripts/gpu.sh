@@ -84,10 +84,11 @@ fingerprint() {
 stamp() {
   echo "$(fingerprint); torch $("$PY" -c 'import torch; print(torch.__version__)'); arch $TORCH_CUDA_ARCH_LIST"
 }
-# Whether the tree $1 holds a build of its current sources for this torch and these architectures.
+# Whether the tree $1 holds a build whose stamp is $2 (a build of its sources, this torch and these
+# architectures).
 built() {
   compgen -G "$1/mmo1d/_C*.so" >/dev/null && [ -f "$1/mmo1d/.build_stamp" ] &&
-    [ "$(cat "$1/mmo1d/.build_stamp")" = "$(cd "$1" && stamp)" ]
+    [ "$(cat "$1/mmo1d/.build_stamp")" = "$2" ]
 }
 tree_name() {
   if [ "$1" = . ]; then echo new; else echo "${1#.}"; fi
@@ -99,25 +100,22 @@ trees() {
 case "$STAGE" in
   build)
     start=$(date +%s)
-    # Builds packed on an earlier machine (.builds/NAME_build.tar.xz) go into their trees where they
-    # match the tree's sources; the others are left out.
-    for archive in .builds/*_build.tar.xz; do
-      [ -f "$archive" ] || continue
-      name=$(basename "$archive" _build.tar.xz)
-      tree=.; [ "$name" = new ] || tree=.$name
-      [ -d "$tree/mmo1d" ] || continue
-      unpacked=$(mktemp -d)
-      tar -xJf "$archive" -C "$unpacked"
-      if [ "$(cat "$unpacked/mmo1d/.build_stamp" 2>/dev/null)" = "$(cd "$tree" && stamp)" ]; then
-        cp "$unpacked"/mmo1d/_C*.so "$unpacked/mmo1d/.build_stamp" "$tree/mmo1d/"
-      else
-        echo "$archive: built from other sources, torch or architectures; not used"
-      fi
-      rm -rf "$unpacked"
-    done
+    # Each tree is reused where it holds a build of its sources, or where a build packed on an earlier
+    # machine (.builds/NAME_build.tar.xz) has the tree's stamp; the others are built.
     todo=() pids=()
     while read -r tree; do
-      if built "$tree"; then echo "$(tree_name "$tree") build: reused"; else todo+=("$tree"); fi
+      name=$(tree_name "$tree") want=$(cd "$tree" && stamp)
+      if [ -f ".builds/${name}_build.tar.xz" ] && ! built "$tree" "$want"; then
+        unpacked=$(mktemp -d)
+        tar -xJf ".builds/${name}_build.tar.xz" -C "$unpacked"
+        if [ "$(cat "$unpacked/mmo1d/.build_stamp" 2>/dev/null)" = "$want" ]; then
+          cp "$unpacked"/mmo1d/_C*.so "$unpacked/mmo1d/.build_stamp" "$tree/mmo1d/"
+        else
+          echo ".builds/${name}_build.tar.xz: built from other sources, torch or architectures; not used"
+        fi
+        rm -rf "$unpacked"
+      fi
+      if built "$tree" "$want"; then echo "$name build: reused"; else todo+=("$tree"); fi
     done < <(trees)
     jobs=$(nproc 2>/dev/null || echo 8)
     jobs=$(((jobs + ${#todo[@]} - 1) / (${#todo[@]} > 0 ? ${#todo[@]} : 1)))  # every build at once, cores shared
@@ -138,14 +136,15 @@ case "$STAGE" in
   pack)
     # Each built tree's extension, stripped of its host symbols (about 24 MB, 4 MB packed for sm_90).
     while read -r tree; do
-      built "$tree" || { echo "$(tree_name "$tree"): no build of its current sources to pack"; continue; }
+      name=$(tree_name "$tree") archive=$OUT/${name}_build.tar.xz
+      built "$tree" "$(cd "$tree" && stamp)" || { echo "$name: no build of its current sources to pack"; continue; }
       staged=$(mktemp -d)
       mkdir "$staged/mmo1d"
       for so in "$tree"/mmo1d/_C*.so; do strip -o "$staged/mmo1d/$(basename "$so")" "$so"; done
       cp "$tree/mmo1d/.build_stamp" "$staged/mmo1d/"
-      tar -cJf "$OUT/$(tree_name "$tree")_build.tar.xz" -C "$staged" mmo1d
+      tar -cJf "$archive" -C "$staged" mmo1d
       rm -rf "$staged"
-      echo "$OUT/$(tree_name "$tree")_build.tar.xz: $(du -k "$OUT/$(tree_name "$tree")_build.tar.xz" | cut -f1) KiB"
+      echo "$archive: $(du -k "$archive" | cut -f1) KiB"
     done < <(trees)
     ;;
   tests)
