@@ -11,22 +11,14 @@ runs before inductor lowers the graph, register the fallback first, with the lay
 inductor gives a custom op, marked as intended.
 """
 import sys
-from typing import Set
 
 import torch
 
-_registered: Set[torch._ops.OpOverload] = set()
-
 
 def register_inductor_fallback(op: torch._ops.OpOverload) -> None:
-    """Inductor's fallback for ``op``, once, where inductor is loaded (else nothing to do)."""
-    if op in _registered:
-        return
+    """Inductor's fallback for ``op`` where inductor is loaded and has no lowering of it yet."""
     lowering = sys.modules.get('torch._inductor.lowering')
-    if lowering is None:
-        return
-    _registered.add(op)
-    if op in lowering.lowerings:
+    if lowering is None or op in lowering.lowerings:
         return
     try:  # inductor's internals, as torch 2.6 and later have them
         from torch._library.utils import get_layout_constraint_tag
