@@ -73,6 +73,7 @@ struct Plan {
   int chunk = 0, parts = 0;     // weight gradients: images per block, partial sums per channel
   int classes = 1, points = 0;  // parity classes (1 or 4); vector weight gradient: table rows per block
   int groups = 1;               // vector weight gradient: groups of warps that share out the points
+  int warps = 0;                // ... and the warps whose pixel slots take the outputs (one group)
   bool across = false;          // vector weight gradient: points across the pixel slots (small planes)
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
   int images = 1;               // window gathers: images per block (small planes) staged together,

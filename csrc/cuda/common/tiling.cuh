@@ -199,11 +199,11 @@ inline int vec_variant(const FastGeometry& g) {
   return int64_t(g.TH) * g.TW <= 64 * kVecRSmall ? kVecRSmall : kVecRLarge;
 }
 
-// The stride-1 vector weight gradient's work split (tiling.h): outputs per thread and groups of
-// warps for a tile of g.TH x g.TW outputs and `points` points per block; wide: outputs above
-// kVecRLarge allowed.
+// The stride-1 vector weight gradient's work split (tiling.h): outputs per thread, groups of warps
+// and the warps whose pixel slots take the outputs, for a tile of g.TH x g.TW outputs and `points`
+// points per block; wide: outputs above kVecRLarge allowed.
 struct VecWgradShape {
-  int outputs, groups;
+  int outputs, groups, warps;
 };
 
 // Tiles on which one group of the block's 64 slots at kVecRSmall outputs would leave more than half
@@ -213,26 +213,40 @@ inline bool vec_wgrad_grouped_tile(int64_t pixels) {
 }
 
 inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wide) {
+  constexpr int kWarps = kFastThreads / 32;
   const int64_t pixels = int64_t(g.TH) * g.TW;
-  VecWgradShape best{std::end(kVecWgradOutputs)[-1], 1};
+  VecWgradShape best{std::end(kVecWgradOutputs)[-1], 1, kWarps};
   for (const int r : kVecWgradOutputs) {
-    if (pixels <= int64_t(kFastThreads / 4) * r) {
+    if (pixels <= int64_t(kWarps) * 8 * r) {
       best.outputs = r;
       break;
     }
   }
   if (best.outputs > kVecRLarge && !wide) best.outputs = kVecRLarge;
+  // Estimated work of `warps` warps of one group, or of every warp in `groups` groups, at r outputs.
+  auto cost = [&](int r, int groups, int warps) {
+    return warps * (ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost);
+  };
+  if (best.outputs > kVecRLarge) {
+    // A tile one round of the wide instances covers: the fewest warps' work (a 28 x 28 tile: 14
+    // outputs on 7 warps' slots, not 13 on 8).
+    float best_cost = cost(best.outputs, 1, kWarps);
+    for (const int r : kVecWgradOutputs) {
+      const int warps = static_cast<int>(ceil_div(pixels, int64_t(8) * r));
+      if (r <= kVecRLarge || warps > kWarps || cost(r, 1, warps) >= best_cost) continue;
+      best = VecWgradShape{r, 1, warps};
+      best_cost = cost(r, 1, warps);
+    }
+    return best;
+  }
   // Groups only where one group would leave more than half of its outputs idle.
   if (best.outputs != kVecRSmall || !vec_wgrad_grouped_tile(pixels)) return best;
-  auto cost = [&](int r, int groups) {
-    return ceil_div(points, groups) * (r + kVecWgradPointCost) + r * kVecWgradDyCost;
-  };
-  float best_cost = cost(kVecRSmall, 1);
+  float best_cost = cost(kVecRSmall, 1, kWarps);
   for (const int groups : kVecWgradGroups) {
     for (const int r : kVecWgradGroupedOutputs) {
-      if (pixels > int64_t(kFastThreads / 4 / groups) * r || cost(r, groups) >= best_cost) continue;
-      best = VecWgradShape{r, groups};
-      best_cost = cost(r, groups);
+      if (pixels > int64_t(kWarps * 8 / groups) * r || cost(r, groups, kWarps) >= best_cost) continue;
+      best = VecWgradShape{r, groups, kWarps};
+      best_cost = cost(r, groups, kWarps);
     }
   }
   return best;

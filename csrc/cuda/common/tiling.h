@@ -33,10 +33,11 @@ constexpr int kS2StartTile = 16;   // stride-2 polyphase forward: up to 16 x 16 
 // NHWC vector path: outputs per thread, 8, or 4 for tiles of up to 256 pixels (small planes: 64
 // pixel slots x 8 would leave most of them idle).
 constexpr int kVecRLarge = 8, kVecRSmall = 4;
-// The stride-1 vector weight gradient's outputs per thread: the fewest of these with which the
-// block's 64 pixel slots cover its tile (up to 32 x 32) in one round, so that each point's sum over
-// a warp's slots runs once per tile and few outputs idle (a 28 x 28 tile: 13, 832 outputs computed
-// for 784, where 8 took two rounds of 512).
+// The stride-1 vector weight gradient's outputs per thread: those with which the block's 64 pixel
+// slots cover its tile (up to 32 x 32) in one round, so that each point's sum over a warp's slots
+// runs once per tile (a 28 x 28 tile: 8 took two rounds of 512). Above kVecRLarge, of those, the
+// least estimated work of the warps whose slots the tile needs (below), the other warps staging
+// only: a 28 x 28 tile takes 14 outputs on 7 warps (784 computed), not 13 on 8 (832).
 // Tiles of up to 128 pixels, on which one group of 64 slots x kVecRSmall outputs would leave more
 // than half of them idle, instead split the warps into groups that take every groups-th point over
 // the whole tile, each with 64 / groups slots of kVecWgradGroupedOutputs outputs covering it in one
@@ -47,7 +48,7 @@ constexpr int kVecRLarge = 8, kVecRSmall = 4;
 // 64 x 1536); on 14 x 14 planes two groups of 7 took 1.06-1.22x. Above kVecRLarge the kernel is
 // bound to kVecWgradWideBlocks blocks per SM, so those are taken only where the tile's shared
 // memory leaves room for no more.
-constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 16};
+constexpr int kVecWgradOutputs[] = {4, 7, 8, 13, 14, 16};
 constexpr int kVecWgradGroupedOutputs[] = {7, 8};
 constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;

@@ -96,6 +96,7 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   plan->tile = smem;
   plan->variant = 0;
   plan->groups = 1;
+  plan->warps = kFastThreads / 32;
   plan->points = points;
   plan->across = true;
   plan->launch = LaunchShape{blocks, ceil_div(rows, points), kFastThreads, smem};
@@ -124,9 +125,11 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   // where the tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three, kept).
   const bool wide =
       blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) <= kVecWgradWideBlocks;
-  const VecWgradShape shape = classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1};
+  const VecWgradShape shape =
+      classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1, kFastThreads / 32};
   plan->variant = shape.outputs;
   plan->groups = shape.groups;
+  plan->warps = shape.warps;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
   plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile};
@@ -150,6 +153,7 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
                                         .Hx = static_cast<int>(x.size(2)),
                                         .Wx = static_cast<int>(x.size(3)),
                                         .vec_ok = vec_ok,
+                                        .slot_warps = static_cast<uint8_t>(plan.warps),
                                         .tile_bytes = static_cast<int>(plan.tile),
                                         .pcap = plan.points,
                                         .groups = plan.groups};

@@ -8,7 +8,8 @@ namespace mmo1d {
 namespace cuda {
 
 // The arguments of vec_wgrad_nhwc_kernel, built by its launcher: x of Hx x Wx pixels, N images in
-// chunks of `chunk`, pcap points per block shared out among `groups` groups of warps.
+// chunks of `chunk`, pcap points per block shared out among `groups` groups of warps; with one group,
+// the outputs in the pixel slots of the first slot_warps warps.
 template <typename scalar_t>
 struct VecWgradParams {
   WgradOperands<scalar_t, float> io;
@@ -17,6 +18,7 @@ struct VecWgradParams {
   FastGeometry g;
   int Hx, Wx;
   bool vec_ok;
+  uint8_t slot_warps;  // in vec_ok's padding: the other instances' code stays as it was
   int tile_bytes;
   int pcap;
   int groups;
@@ -28,7 +30,8 @@ struct VecWgradParams {
 // GROUPED: the warps form params.groups groups (warp % groups), each covering the whole tile with
 // its pixel slots and taking every groups-th point: on small tiles a group's fewer slots run more
 // outputs each, so each point's sum over the slots is amortised over more of them. Otherwise one
-// group (params.groups is 1).
+// group (params.groups is 1): above kVecRLarge outputs the first params.slot_warps warps (the others
+// stage, and their shared-memory rows of sums stay zero), else every warp.
 // g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
 // the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
 // input; each class has its own tables and partial sums. P = 1: blockIdx.y is a slice of pcap
@@ -56,7 +59,9 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int groups = GROUPED ? params.groups : 1, group = GROUPED ? warp % groups : 0;
   const int slot = (warp / groups) * 8 + (lane >> 2);
-  const int slots = GROUPED ? (nwarps / groups) * 8 : blockDim.x >> 2;
+  // The instances above kVecRLarge take their slots' warps from the plan; the others use every warp.
+  constexpr bool kSlotWarps = !GROUPED && OUTPUTS > kVecRLarge;
+  const int slots = GROUPED ? (nwarps / groups) * 8 : (kSlotWarps ? params.slot_warps * 8 : blockDim.x >> 2);
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
@@ -121,6 +126,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       }
       __syncthreads();  // the strip (and, the first time, the offsets and cleared sums) written
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
+      if (kSlotWarps && slot >= slots) continue;  // a warp without slots: on to the next strip's staging
       const int nout = sh * twd;
       for (int base = 0; base < nout; base += slots * OUTPUTS) {
         int sbB[OUTPUTS];  // byte offset of each output's pixel in S
