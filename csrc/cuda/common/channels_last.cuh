@@ -132,6 +132,31 @@ __device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k)
   }
 }
 
+// slot_sum of two points' values at once, both over the eight pixel slots: lanes with bit 4 of the lane
+// set end with a sum of b's (`*second`), the others one of a's, of channel `*k` of the lane's V. Every
+// lane holds a distinct (point, channel) for V = 4, those with bit 3 clear for V = 2. A fixed order:
+// deterministic.
+template <int V>
+__device__ __forceinline__ float slot_sum_pair(const float (&a)[V], const float (&b)[V], int lane, int* k,
+                                               bool* second) {
+  const bool b2 = lane & 4, b3 = lane & 8, b4 = lane & 16;
+  float c[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) c[i] = (b4 ? b[i] : a[i]) + __shfl_xor_sync(0xffffffffu, b4 ? a[i] : b[i], 16);
+  *second = b4;
+  if constexpr (V == 4) {
+    const float a0 = (b2 ? c[2] : c[0]) + __shfl_xor_sync(0xffffffffu, b2 ? c[0] : c[2], 4);
+    const float a1 = (b2 ? c[3] : c[1]) + __shfl_xor_sync(0xffffffffu, b2 ? c[1] : c[3], 4);
+    *k = (b2 ? 2 : 0) + (b3 ? 1 : 0);
+    return (b3 ? a1 : a0) + __shfl_xor_sync(0xffffffffu, b3 ? a0 : a1, 8);
+  } else {
+    static_assert(V == 2, "2 or 4 channels per lane");
+    const float a0 = (b2 ? c[1] : c[0]) + __shfl_xor_sync(0xffffffffu, b2 ? c[0] : c[1], 4);
+    *k = b2 ? 1 : 0;
+    return a0 + __shfl_xor_sync(0xffffffffu, a0, 8);
+  }
+}
+
 // The cp.async copies of rows [gi0, gi0 + EH) x columns [gj0, gj0 + EW) of an H x W image,
 // channels [c0, c0 + CB), into S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row;
 // C % CB == 0, 16-byte aligned), zero outside the image; the caller waits for them. Pixel (i, j) is

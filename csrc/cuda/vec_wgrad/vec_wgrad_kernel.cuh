@@ -22,6 +22,63 @@ struct VecWgradParams {
   int groups;
 };
 
+// dy * x of point j summed over a thread's outputs, per channel of the lane's V: UNIFORM, the lane's
+// channels share their offsets (one vector load an output), else a load per channel. S: the staged strip;
+// soff: each (point, channel)'s pixel offset in it; sbB: the byte offset of each output's pixel.
+template <bool UNIFORM, typename scalar_t, int OUTPUTS, int V>
+__device__ __forceinline__ void wgrad_point(const scalar_t* S, const int* soff,
+                                            const int (&sbB)[OUTPUTS], const float (&gv)[OUTPUTS][V], int j,
+                                            int lane, float (&part)[V]) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  const int quarter = lane & 3;
+#pragma unroll
+  for (int k = 0; k < V; ++k) part[k] = 0.0f;
+  if constexpr (UNIFORM) {
+    const unsigned char* St = reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
+#pragma unroll
+    for (int r = 0; r < OUTPUTS; ++r) {
+      float xv[V];
+      load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
+#pragma unroll
+      for (int k = 0; k < V; ++k) part[k] += gv[r][k] * xv[k];
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const unsigned char* St =
+          reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
+#pragma unroll
+      for (int r = 0; r < OUTPUTS; ++r) {
+        part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+      }
+    }
+  }
+}
+
+// The points j0, j0 + groups, ... below np of a warp's slots, added into the warp's row of sums `red`
+// (np x CB floats a warp). Two points an iteration (where one is left, the first twice, its second sum
+// dropped): one pass of shuffles sums both over the slots, and no store between them holds the second
+// point's loads behind the first point's sums.
+template <bool UNIFORM, typename scalar_t, int OUTPUTS, int V>
+__device__ __forceinline__ void wgrad_point_pairs(const scalar_t* __restrict__ S, const int* __restrict__ soff,
+                                             const int (&sbB)[OUTPUTS], const float (&gv)[OUTPUTS][V],
+                                             float* __restrict__ red, int j0, int groups, int np, int lane,
+                                             int warp) {
+  constexpr int CB = VecTraits<scalar_t>::kCB;
+  for (int j = j0; j < np; j += 2 * groups) {
+    const int j2 = j + groups < np ? j + groups : j;
+    float pa[V], pb[V];
+    wgrad_point<UNIFORM, scalar_t, OUTPUTS, V>(S, soff, sbB, gv, j, lane, pa);
+    wgrad_point<UNIFORM, scalar_t, OUTPUTS, V>(S, soff, sbB, gv, j2, lane, pb);
+    int k;
+    bool second;
+    const float sum = slot_sum_pair<V>(pa, pb, lane, &k, &second);
+    if ((V == 4 || !(lane & 8)) && !(second && j2 == j)) {
+      red[(warp * np + (second ? j2 : j)) * CB + (lane & 3) * V + k] += sum;
+    }
+  }
+}
+
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
 // the eight pixel slots of a warp are added with shuffles, each warp accumulates into its own
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
@@ -145,35 +202,43 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
             for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
         }
-        for (int j = group; j < np; j += groups) {
-          float part[V];
-#pragma unroll
-          for (int k = 0; k < V; ++k) part[k] = 0.0f;
+        if constexpr (OUTPUTS > kVecRLarge) {  // the instances of two blocks per SM: registers for two points
           if (uniform) {
-            const unsigned char* St =
-                reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
-#pragma unroll
-            for (int r = 0; r < OUTPUTS; ++r) {
-              float xv[V];
-              load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
-#pragma unroll
-              for (int k = 0; k < V; ++k) part[k] += gv[r][k] * xv[k];
-            }
+            wgrad_point_pairs<true, scalar_t, OUTPUTS, V>(S, soff, sbB, gv, red, group, groups, np, lane, warp);
           } else {
+            wgrad_point_pairs<false, scalar_t, OUTPUTS, V>(S, soff, sbB, gv, red, group, groups, np, lane, warp);
+          }
+        } else {
+          for (int j = group; j < np; j += groups) {
+            float part[V];
 #pragma unroll
-            for (int k = 0; k < V; ++k) {
+            for (int k = 0; k < V; ++k) part[k] = 0.0f;
+            if (uniform) {
               const unsigned char* St =
-                  reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
+                  reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
 #pragma unroll
               for (int r = 0; r < OUTPUTS; ++r) {
-                part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+                float xv[V];
+                load_vec<scalar_t, V>(reinterpret_cast<const scalar_t*>(St + sbB[r]), xv);
+#pragma unroll
+                for (int k = 0; k < V; ++k) part[k] += gv[r][k] * xv[k];
+              }
+            } else {
+#pragma unroll
+              for (int k = 0; k < V; ++k) {
+                const unsigned char* St =
+                    reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
+#pragma unroll
+                for (int r = 0; r < OUTPUTS; ++r) {
+                  part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
+                }
               }
             }
+            // Lanes quarter, quarter + 4, ..., quarter + 28 hold the same channels.
+            int k;
+            const float sum = slot_sum<V>(part, lane, &k);
+            if (lane < 16 && (V == 4 || lane < 8)) red[(warp * np + j) * CB + quarter * V + k] += sum;
           }
-          // Lanes quarter, quarter + 4, ..., quarter + 28 hold the same channels.
-          int k;
-          const float sum = slot_sum<V>(part, lane, &k);
-          if (lane < 16 && (V == 4 || lane < 8)) red[(warp * np + j) * CB + quarter * V + k] += sum;
         }
       }
     }
