@@ -145,13 +145,18 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
             for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
         }
+        // One group: the uniform path's pixel offset of each point is loaded one point ahead, so that
+        // its load no longer holds up the point's addresses (ncu: the most stalled instruction waited
+        // for it). The grouped instances, bound to 80 registers, spill more with it.
+        int so_next = !GROUPED && group < np ? soff[group * CB + quarter * V] : 0;
         for (int j = group; j < np; j += groups) {
+          const int so = GROUPED ? soff[j * CB + quarter * V] : so_next;
+          if (!GROUPED && j + groups < np) so_next = soff[(j + groups) * CB + quarter * V];
           float part[V];
 #pragma unroll
           for (int k = 0; k < V; ++k) part[k] = 0.0f;
           if (uniform) {
-            const unsigned char* St =
-                reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
+            const unsigned char* St = reinterpret_cast<const unsigned char*>(S) + quarter * 8 + so * 32;
 #pragma unroll
             for (int r = 0; r < OUTPUTS; ++r) {
               float xv[V];
