@@ -33,30 +33,45 @@ int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw, int points) {
 
 // dy of the tile's nout outputs (tw a row, from (p0, q0) of a W-wide image) at channels [c0, c0 + CB)
 // into D (float32, CB per output), 16 bytes a thread and step (C % CB == 0, aligned); bsum[k] adds
-// this thread's values of channel (threadIdx.x & 1) * CB / 2 + k (blockDim.x is even).
+// this thread's values of channel (threadIdx.x & 1) * CB / 2 + k (blockDim.x is even). Two steps'
+// loads are issued before either is used, so that a thread waits for global memory once for both (a
+// step past the outputs loads the first step's values again and drops them).
 template <typename scalar_t>
 __device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const scalar_t* __restrict__ dy, int C, int W,
                                              int c0, int p0, int q0, int tw, int nout, float (&bsum)[8]) {
-  constexpr int CB = VecTraits<scalar_t>::kCB, E = CB / 2, V = VecTraits<scalar_t>::kV;
+  constexpr int CB = VecTraits<scalar_t>::kCB, E = CB / 2, V = VecTraits<scalar_t>::kV, STEPS = 2;
   const int half = threadIdx.x & 1;
-  for (int e = threadIdx.x; e < 2 * nout; e += blockDim.x) {
-    const int o = e >> 1, r = o / tw;
-    const scalar_t* src = dy + (int64_t(p0 + r) * W + q0 + o - r * tw) * C + c0 + half * E;
-    float v[E];
+  for (int e0 = threadIdx.x; e0 < 2 * nout; e0 += STEPS * blockDim.x) {
+    uint2 raw[STEPS][E / V];
 #pragma unroll
-    for (int u = 0; u < E / V; ++u) {
-      float f[V];
-      load_vec<scalar_t, V>(src + u * V, f);
+    for (int i = 0; i < STEPS; ++i) {
+      const int e = e0 + i * blockDim.x < 2 * nout ? e0 + i * blockDim.x : e0;
+      const int o = e >> 1, r = o / tw;
+      const scalar_t* src = dy + (int64_t(p0 + r) * W + q0 + o - r * tw) * C + c0 + half * E;
 #pragma unroll
-      for (int k = 0; k < V; ++k) v[u * V + k] = f[k];
+      for (int u = 0; u < E / V; ++u) raw[i][u] = *reinterpret_cast<const uint2*>(src + u * V);
     }
 #pragma unroll
-    for (int u = 0; u < E / 4; ++u) {
-      *reinterpret_cast<float4*>(D + o * CB + half * E + 4 * u) =
-          make_float4(v[4 * u], v[4 * u + 1], v[4 * u + 2], v[4 * u + 3]);
-    }
+    for (int i = 0; i < STEPS; ++i) {
+      const int e = e0 + i * blockDim.x;
+      if (e >= 2 * nout) break;
+      const int o = e >> 1;
+      float v[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) bsum[k] += v[k];
+      for (int u = 0; u < E / V; ++u) {
+        float f[V];
+        unpack_vec<scalar_t, V>(raw[i][u], f);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[u * V + k] = f[k];
+      }
+#pragma unroll
+      for (int u = 0; u < E / 4; ++u) {
+        *reinterpret_cast<float4*>(D + o * CB + half * E + 4 * u) =
+            make_float4(v[4 * u], v[4 * u + 1], v[4 * u + 2], v[4 * u + 3]);
+      }
+#pragma unroll
+      for (int k = 0; k < E; ++k) bsum[k] += v[k];
+    }
   }
 }
 
