@@ -45,9 +45,9 @@ union Raw8 {
 // bfloat16 -> float is a 16-bit shift: two integer ops per pair instead of conversion
 // instructions (which run at a quarter of the rate of the multiply-adds they feed).
 template <typename scalar_t, int V>
-__device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (&f)[V]) {
+__device__ __forceinline__ void unpack_vec(uint2 raw, float (&f)[V]) {
   Raw8<scalar_t, V> u;
-  u.raw = *reinterpret_cast<const uint2*>(p);
+  u.raw = raw;
   if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
     f[0] = __uint_as_float(u.raw.x << 16);
     f[1] = __uint_as_float(u.raw.x & 0xffff0000u);
@@ -57,6 +57,11 @@ __device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (
 #pragma unroll
     for (int k = 0; k < V; ++k) f[k] = static_cast<float>(u.s.v[k]);
   }
+}
+
+template <typename scalar_t, int V>
+__device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (&f)[V]) {
+  unpack_vec<scalar_t, V>(*reinterpret_cast<const uint2*>(p), f);
 }
 
 template <typename scalar_t, int V>

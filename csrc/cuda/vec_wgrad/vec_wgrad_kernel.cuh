@@ -125,15 +125,31 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       for (int base = 0; base < nout; base += slots * OUTPUTS) {
         int sbB[OUTPUTS];  // byte offset of each output's pixel in S
         float gv[OUTPUTS][V];
+        if (vec_ok) {
+          // Every output's dy is loaded before any is used, so that the round waits for global memory
+          // once, not once an output (ncu: the loads each stalled in a branch of their own). An output
+          // past the strip loads its clamped pixel (strip_output) and counts zero.
+          uint2 raw[OUTPUTS];
 #pragma unroll
-        for (int r = 0; r < OUTPUTS; ++r) {
-          const int o = base + r * slots + slot;
-          const auto [p, q, byte] = strip_output(div_tw, o, nout, EW);
-          sbB[r] = byte;
-          const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
-          if (o < nout && vec_ok) {
-            load_vec<scalar_t, V>(src, gv[r]);
-          } else {
+          for (int r = 0; r < OUTPUTS; ++r) {
+            const auto [p, q, byte] = strip_output(div_tw, base + r * slots + slot, nout, EW);
+            sbB[r] = byte;
+            raw[r] = *reinterpret_cast<const uint2*>(dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq);
+          }
+#pragma unroll
+          for (int r = 0; r < OUTPUTS; ++r) {
+            unpack_vec<scalar_t, V>(raw[r], gv[r]);
+            const bool in_strip = base + r * slots + slot < nout;
+#pragma unroll
+            for (int k = 0; k < V; ++k) gv[r][k] = in_strip ? gv[r][k] : 0.0f;
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < OUTPUTS; ++r) {
+            const int o = base + r * slots + slot;
+            const auto [p, q, byte] = strip_output(div_tw, o, nout, EW);
+            sbB[r] = byte;
+            const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
 #pragma unroll
             for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
           }
