@@ -171,7 +171,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = plan.across ? across_kernel<scalar_t>(plan.points)
                             : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups, plan.narrow);
-  const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
+  const bool vec_ok = plan.narrow ? channels_vectorizable<scalar_t, 16>(g.C, {&x, &dy})
+                                  : channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
                                         .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,
