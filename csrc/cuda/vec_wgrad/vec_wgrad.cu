@@ -135,6 +135,7 @@ template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
   FastGeometry g = output_geometry(p, rows);
   plan->across = false;
+  plan->narrow = false;
   if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
