@@ -42,6 +42,7 @@ CASES = [
     (16, 64, 225, 223, 15, 2, torch.float16, 'channels_last'),  # s2_gather: grown tiles
     (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)
     (2, 40, 56, 56, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: 13 outputs per thread (28 x 28 tiles)
+    (2, 36, 56, 56, 31, 1, torch.float16, 'channels_last'),   # ... in blocks of 8 channels, element staging
     (2, 20, 64, 64, 31, 1, torch.float32, 'channels_last'),   # vec_wgrad: 16 outputs per thread (32 x 32 tiles)
     (2, 48, 10, 10, 31, 1, torch.bfloat16, 'channels_last'),  # vec_wgrad: four groups of warps share the points
     (2, 40, 7, 7, 15, 1, torch.float32, 'channels_last'),     # vec_wgrad: eight groups of warps

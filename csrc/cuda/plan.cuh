@@ -74,6 +74,7 @@ struct Plan {
   int classes = 1, points = 0;  // parity classes (1 or 4); vector weight gradient: table rows per block
   int groups = 1;               // vector weight gradient: groups of warps that share out the points
   bool across = false;          // vector weight gradient: points across the pixel slots (small planes)
+  bool narrow = false;          // vector weight gradient: 16-bit blocks of 8 channels (kVecWgradNarrowBlocks)
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
   int images = 1;               // window gathers: images per block (small planes) staged together,
   int image_groups = 1;         // ... in this many groups one after the other,
@@ -145,10 +146,10 @@ void run_call(const Plan& plan, const Args<scalar_t>& a);
 // Every path name of every family, in the list's order.
 std::vector<std::string> path_names();
 
-// Whether C and the data pointers suit the 32-bytes-of-channels vector loads.
-template <typename scalar_t>
+// Whether C and the data pointers suit the vector loads of PB bytes of channels a pixel (VecTraits).
+template <typename scalar_t, int PB = 32>
 bool channels_vectorizable(int64_t C, std::initializer_list<const at::Tensor*> ts) {
-  if (C % (32 / int64_t(sizeof(scalar_t))) != 0) return false;
+  if (C % (PB / int64_t(sizeof(scalar_t))) != 0) return false;
   for (const at::Tensor* x : ts) {
     if (!aligned16(*x)) return false;
   }

@@ -197,11 +197,13 @@ def test_channels_last_large_batch_tiles(dtype, angles, stride):
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('h,w', [(56, 56), (50, 53), (64, 64)])
-def test_channels_last_weight_grad_in_one_round(dtype, h, w):
+@pytest.mark.parametrize('c', [40, 36])
+def test_channels_last_weight_grad_in_one_round(dtype, h, w, c):
     """The channels_last weight gradient where K=31 tiles of 28 x 28, 25 x 27 and 32 x 32 outputs take
-    13 or 16 outputs per thread (the block's pixel slots cover a tile in one round): the weight and
-    bias gradients against the reference, a different angle in every channel, C beyond a channel block."""
-    c, k = 40, 31
+    13 or 16 outputs per thread (the block's pixel slots cover a tile in one round; 16-bit 13: blocks of
+    8 channels): the weight and bias gradients against the reference, a different angle in every
+    channel, C beyond a channel block; C=36 is no multiple of 8 (channels staged element by element)."""
+    k = 31
     x, weight, _, bias = make_inputs(2, c, h, w, k, seed=h + w)
     theta = torch.linspace(0, math.pi, c + 1)[:-1]
     grad_out = torch.randn(2, c, h, w, generator=torch.Generator().manual_seed(h), dtype=torch.float64)

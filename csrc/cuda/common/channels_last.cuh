@@ -35,24 +35,31 @@ struct ChannelVec {
   scalar_t v[V];
 };
 
+// A lane's V channels as one 8-byte (uint2) or 4-byte (unsigned) word.
+template <typename scalar_t, int V>
+using RawWord = std::conditional_t<sizeof(scalar_t) * V == 8, uint2, unsigned>;
+
 template <typename scalar_t, int V>
 union Raw8 {
-  static_assert(sizeof(scalar_t) * V == 8, "a lane's channels are 8 bytes");
+  static_assert(sizeof(scalar_t) * V == 8 || sizeof(scalar_t) * V == 4, "a lane's channels are 8 or 4 bytes");
   ChannelVec<scalar_t, V> s;
-  uint2 raw;
+  RawWord<scalar_t, V> raw;
 };
 
 // bfloat16 -> float is a 16-bit shift: two integer ops per pair instead of conversion
 // instructions (which run at a quarter of the rate of the multiply-adds they feed).
 template <typename scalar_t, int V>
-__device__ __forceinline__ void unpack_vec(uint2 raw, float (&f)[V]) {
+__device__ __forceinline__ void unpack_vec(RawWord<scalar_t, V> raw, float (&f)[V]) {
   Raw8<scalar_t, V> u;
   u.raw = raw;
-  if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && V == 4) {
     f[0] = __uint_as_float(u.raw.x << 16);
     f[1] = __uint_as_float(u.raw.x & 0xffff0000u);
     f[2] = __uint_as_float(u.raw.y << 16);
     f[3] = __uint_as_float(u.raw.y & 0xffff0000u);
+  } else if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && V == 2) {
+    f[0] = __uint_as_float(u.raw << 16);
+    f[1] = __uint_as_float(u.raw & 0xffff0000u);
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) f[k] = static_cast<float>(u.s.v[k]);
@@ -61,7 +68,7 @@ __device__ __forceinline__ void unpack_vec(uint2 raw, float (&f)[V]) {
 
 template <typename scalar_t, int V>
 __device__ __forceinline__ void load_vec(const scalar_t* __restrict__ p, float (&f)[V]) {
-  unpack_vec<scalar_t, V>(*reinterpret_cast<const uint2*>(p), f);
+  unpack_vec<scalar_t, V>(*reinterpret_cast<const RawWord<scalar_t, V>*>(p), f);
 }
 
 template <typename scalar_t, int V>
@@ -69,7 +76,7 @@ __device__ __forceinline__ void store_vec(scalar_t* __restrict__ p, const float 
   Raw8<scalar_t, V> u;
 #pragma unroll
   for (int k = 0; k < V; ++k) u.s.v[k] = static_cast<scalar_t>(f[k]);
-  *reinterpret_cast<uint2*>(p) = u.raw;
+  *reinterpret_cast<RawWord<scalar_t, V>*>(p) = u.raw;
 }
 
 // V consecutive floats from a 4 * V-byte aligned address (shared-memory weight tables).
@@ -141,24 +148,26 @@ __device__ __forceinline__ float slot_sum(const float (&v)[V], int lane, int* k)
 // channels [c0, c0 + CB), into S (pixel-major, CB channels per pixel, `pitch` >= EW pixels per row;
 // C % CB == 0, 16-byte aligned), zero outside the image; the caller waits for them. Pixel (i, j) is
 // at img + (i * rstride + j * cstep) * C: rstride = W, cstep = 1 for an image; a phase plane
-// x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2.
-template <typename scalar_t>
+// x[a::2, b::2] of a W2-wide image has rstride = 2 W2, cstep = 2. CB: 32 bytes of channels a pixel
+// (VecTraits), or 16 (the weight gradient's narrow blocks).
+template <typename scalar_t, int CB = VecTraits<scalar_t>::kCB>
 __device__ __forceinline__ void issue_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
                                                 int H, int W, int c0, int gi0, int gj0, int EH, int EW, int pitch,
                                                 int64_t rstride, int cstep) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
-  // Two 16-byte halves per pixel; a warp copies 16 pixels of a row per step.
+  // HALVES 16-byte pieces per pixel (2 or 1); a warp copies 32 / HALVES pixels of a row per step.
+  constexpr int HALVES = CB * int(sizeof(scalar_t)) / 16, STEP = 32 / HALVES;
+  static_assert(HALVES == 1 || HALVES == 2, "16 or 32 bytes of channels a pixel");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  const int half = lane & 1;
+  const int half = lane % HALVES;
   const int jstep = cstep * C;  // elements from one pixel of a row to the next
   for (int i = warp; i < EH; i += nwarps) {
     const int gi = gi0 + i;
     const bool row_ok = static_cast<unsigned>(gi) < static_cast<unsigned>(H);
     // gp: where this lane's pixel (gi, gj0 + j) would be (only pixels inside the image are read).
     const scalar_t* gp =
-        img + (gi * rstride + int64_t(gj0) * cstep) * C + c0 + half * (CB / 2) + int64_t(lane >> 1) * jstep;
-    scalar_t* srow = S + i * pitch * CB + half * (CB / 2);
-    for (int j = lane >> 1; j < EW; j += 16, gp += 16 * int64_t(jstep)) {
+        img + (gi * rstride + int64_t(gj0) * cstep) * C + c0 + half * (CB / HALVES) + int64_t(lane / HALVES) * jstep;
+    scalar_t* srow = S + i * pitch * CB + half * (CB / HALVES);
+    for (int j = lane / HALVES; j < EW; j += STEP, gp += STEP * int64_t(jstep)) {
       const int gj = gj0 + j;
       const bool ok = row_ok && static_cast<unsigned>(gj) < static_cast<unsigned>(W);
       cp_async16(srow + j * CB, ok ? gp : img, ok);
@@ -168,14 +177,13 @@ __device__ __forceinline__ void issue_nhwc_tile(scalar_t* __restrict__ S, const 
 
 // The same tile staged (issue_nhwc_tile, then waited for) when vec_ok, else copied element by
 // element, also beyond C (zeros).
-template <typename scalar_t>
+template <typename scalar_t, int CB = VecTraits<scalar_t>::kCB>
 __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const scalar_t* __restrict__ img, int C,
                                                 int H, int W, int c0, int gi0, int gj0, int EH, int EW, bool vec_ok,
                                                 int pitch, int64_t rstride, int cstep) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
   const int total = EH * EW;
   if (vec_ok) {
-    issue_nhwc_tile<scalar_t>(S, img, C, H, W, c0, gi0, gj0, EH, EW, pitch, rstride, cstep);
+    issue_nhwc_tile<scalar_t, CB>(S, img, C, H, W, c0, gi0, gj0, EH, EW, pitch, rstride, cstep);
     cp_async_wait_all();
     return;
   }
@@ -219,14 +227,15 @@ __device__ __forceinline__ FastBlock fast_block(const FastGeometry& g) {
 }
 
 // Output o of a strip of nout outputs twd wide (past the strip: its last output): its position (p, q)
-// and the byte offset of its pixel in a staged tile EW pixels wide, 32 bytes a pixel.
+// and the byte offset of its pixel in a staged tile EW pixels wide, PB bytes a pixel.
 struct StripOutput {
   int p, q, byte;
 };
 
+template <int PB = 32>
 __device__ __forceinline__ StripOutput strip_output(const FastDiv& div_tw, int o, int nout, int EW) {
   const auto [p, q] = div_tw.divmod(min(o, nout - 1));
-  return StripOutput{p, q, (p * EW + q) * 32};
+  return StripOutput{p, q, (p * EW + q) * PB};
 }
 
 // The byte offsets, in a staged tile EW pixels wide, of the pixels of the OUTPUTS outputs a thread

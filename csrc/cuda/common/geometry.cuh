@@ -151,10 +151,11 @@ __device__ __forceinline__ void diag_piece(int mode, int k, int th, int tw, int*
 // Eight consecutive elements <-> floats, as 16-byte accesses (the address must be 8-element and
 // 16-byte aligned); the row tasks of the NCHW fast path hold kSegR = 8 outputs.
 
-// Channels_last fast paths: a block takes 32 bytes of channels per pixel, 4 lanes per pixel.
-template <typename scalar_t>
+// Channels_last fast paths: a block takes PB (32) bytes of channels per pixel, 4 lanes per pixel;
+// the weight gradient's narrow 16-bit blocks take 16.
+template <typename scalar_t, int PB = 32>
 struct VecTraits {
-  static constexpr int kCB = 32 / sizeof(scalar_t);  // channels per block (32 bytes per pixel)
+  static constexpr int kCB = PB / sizeof(scalar_t);  // channels per block (PB bytes per pixel)
   static constexpr int kV = kCB / 4;                 // channels per lane (4 lanes per pixel)
 };
 

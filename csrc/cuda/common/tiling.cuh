@@ -171,26 +171,27 @@ inline int seg_threads(const FastGeometry& g) {
   return static_cast<int>(std::max<int64_t>(32, (((tasks + rounds - 1) / rounds) + 31) / 32 * 32));
 }
 
-// Channels_last vector path.
-template <typename scalar_t>
+// Channels_last vector path (PB bytes of channels per pixel: VecTraits).
+template <typename scalar_t, int PB = 32>
 int64_t vec_tile_bytes(int th, int tw, int ph, int pw) {
-  return int64_t(th + 2 * ph) * (tw + 2 * pw) * 32;  // 32 bytes of channels per pixel
+  return int64_t(th + 2 * ph) * (tw + 2 * pw) * PB;
 }
 
 // Shared memory for the NHWC tile: the worst single line at any angle, and at least one output row
 // with the largest halo on both axes, so that blocks whose channels have different angles can walk
 // their tile in strips of rows.
-template <typename scalar_t>
+template <typename scalar_t, int PB = 32>
 int64_t vec_tile_alloc(const FastGeometry& g, int halo_k = 0) {
   if (halo_k == 0) halo_k = g.K;
   const int h = halo_k / 2;
-  return std::max(max_over_halos(halo_k, [&](int ph, int pw) { return vec_tile_bytes<scalar_t>(g.TH, g.TW, ph, pw); }),
-                  vec_tile_bytes<scalar_t>(1, g.TW, h, h));
+  return std::max(
+      max_over_halos(halo_k, [&](int ph, int pw) { return vec_tile_bytes<scalar_t, PB>(g.TH, g.TW, ph, pw); }),
+      vec_tile_bytes<scalar_t, PB>(1, g.TW, h, h));
 }
 
-template <typename scalar_t>
+template <typename scalar_t, int PB = 32>
 int64_t vec_fixed_bytes(int K, bool wgrad) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
+  constexpr int CB = VecTraits<scalar_t, PB>::kCB;
   return align16(sizeof(int) * K * CB) + align16(sizeof(float) * K * CB * (wgrad ? kFastThreads / 32 : 1));
 }
 

@@ -53,6 +53,11 @@ constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;
+// 16-bit tiles at kVecWgradNarrowOutputs outputs may instead run blocks of 8 channels (16 bytes a
+// pixel, 2 a lane): half the tile's shared memory, kVecWgradNarrowBlocks blocks per SM (24 warps
+// instead of 16) where the tile leaves room for them, at <= 80 registers a thread.
+constexpr int kVecWgradNarrowOutputs = 13;
+constexpr int kVecWgradNarrowBlocks = 3;
 // Planes of more than 128 pixels (smaller ones: the grouped kernel) that one block covers instead take
 // the points across the pixel slots (vec_wgrad_across_kernel): a block's slice of points is one, two
 // or four passes of a warp's eight slots, each summed over the warp's share of the plane's outputs,

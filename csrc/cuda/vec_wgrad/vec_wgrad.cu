@@ -19,8 +19,8 @@ namespace cuda {
 namespace {
 
 // The kernel of each instance: stride 1 (classes 1) at any of kVecWgradOutputs outputs per
-// thread in one group of warps, or kVecWgradGroupedOutputs in several; stride 2 (four parity
-// classes) at kVecRSmall or kVecRLarge.
+// thread in one group of warps (16-bit, narrow: kVecWgradNarrowOutputs in blocks of 8 channels), or
+// kVecWgradGroupedOutputs in several; stride 2 (four parity classes) at kVecRSmall or kVecRLarge.
 template <bool GROUPED>
 constexpr const auto& stride1_outputs() {
   if constexpr (GROUPED) {
@@ -39,7 +39,10 @@ auto stride1_kernel(int outputs, std::index_sequence<I...>) {
 }
 
 template <typename scalar_t>
-auto vec_wgrad_kernel(int outputs, int classes, int groups = 1) {
+auto vec_wgrad_kernel(int outputs, int classes, int groups = 1, bool narrow = false) {
+  if constexpr (sizeof(scalar_t) == 2) {
+    if (narrow) return vec_wgrad_nhwc_kernel<scalar_t, kVecWgradNarrowOutputs, 1, false, true>;
+  }
   if (classes == 1 && groups > 1) {
     return stride1_kernel<scalar_t, true>(outputs, std::make_index_sequence<std::size(stride1_outputs<true>())>());
   }
@@ -59,10 +62,11 @@ auto across_kernel(int points) {
 }
 
 // The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);
-// returns the blocks along the grid's x: the blocks of channels times the parts.
+// returns the blocks along the grid's x: the blocks of cb channels times the parts.
 template <typename scalar_t>
-int64_t plan_wgrad_parts(const Problem& p, const FastGeometry& g, int classes, Plan* plan) {
-  const int64_t cgroups = ceil_div(g.C, VecTraits<scalar_t>::kCB);
+int64_t plan_wgrad_parts(const Problem& p, const FastGeometry& g, int classes, Plan* plan,
+                         int cb = VecTraits<scalar_t>::kCB) {
+  const int64_t cgroups = ceil_div(g.C, cb);
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles * classes,
                             int64_t(classes) * g.C * g.tiles * g.K * int64_t(sizeof(float)), p.x_bytes);
   plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
@@ -102,12 +106,36 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   return launch_fits(across_kernel<scalar_t>(points), plan->launch);
 }
 
+// 16-bit blocks of 8 channels on the tile of the planned one-group stride-1 instance at
+// kVecWgradNarrowOutputs outputs (half its shared memory), where that runs kVecWgradNarrowBlocks blocks
+// per SM: the plan turned narrow, or false (plan untouched).
+template <typename scalar_t>
+bool plan_narrow(const Problem& p, int halo_k, Plan* plan) {
+  if constexpr (sizeof(scalar_t) != 2) {
+    return false;
+  } else {
+    const FastGeometry& g = plan->fg;
+    const auto kernel = vec_wgrad_kernel<scalar_t>(kVecWgradNarrowOutputs, 1, 1, true);
+    const int64_t smem = vec_fixed_bytes<scalar_t, 16>(plan->points, true) + vec_tile_alloc<scalar_t, 16>(g, halo_k);
+    if (smem > max_dynamic_smem(kernel) || blocks_by_smem(kernel, smem) < kVecWgradNarrowBlocks) return false;
+    Plan narrow = *plan;
+    const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, 1, &narrow, VecTraits<scalar_t, 16>::kCB);
+    narrow.tile = vec_tile_alloc<scalar_t, 16>(g, halo_k);
+    narrow.narrow = true;
+    narrow.launch = LaunchShape{blocks, plan->launch.grid_y, kFastThreads, smem};
+    if (!launch_fits(kernel, narrow.launch)) return false;
+    *plan = narrow;
+    return true;
+  }
+}
+
 }  // namespace
 
 template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
   FastGeometry g = output_geometry(p, rows);
   plan->across = false;
+  plan->narrow = false;
   if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
@@ -130,6 +158,8 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
   plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile};
+  const bool narrow_shape = classes == 1 && shape.groups == 1 && shape.outputs == kVecWgradNarrowOutputs;
+  if (narrow_shape && plan_narrow<scalar_t>(p, halo_k, plan)) return true;
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
 
@@ -141,8 +171,9 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
   if (bpartial != nullptr) *bpartial = at::empty({int64_t(g.C) * plan.parts}, x.options().dtype(at::kFloat));
   auto kernel = plan.across ? across_kernel<scalar_t>(plan.points)
-                            : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups);
-  const bool vec_ok = channels_vectorizable<scalar_t>(g.C, {&x, &dy});
+                            : vec_wgrad_kernel<scalar_t>(plan.variant, classes, plan.groups, plan.narrow);
+  const bool vec_ok = plan.narrow ? channels_vectorizable<scalar_t, 16>(g.C, {&x, &dy})
+                                  : channels_vectorizable<scalar_t>(g.C, {&x, &dy});
   const VecWgradParams<scalar_t> params{.io = wgrad_operands<scalar_t, float>(x, dy, partial, plan.chunk),
                                         .tables = tables.wgrad(),
                                         .bpartial = bpartial != nullptr ? bpartial->data_ptr<float>() : nullptr,

@@ -35,14 +35,20 @@ struct VecWgradParams {
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
-template <typename scalar_t, int OUTPUTS, int P, bool GROUPED>
-__global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgradWideBlocks : 3)
+// NARROW (16-bit): blocks of 8 channels, 16 bytes a staged pixel and 2 a lane (kVecWgradNarrowBlocks
+// blocks per SM); otherwise 32 bytes a pixel (VecTraits).
+template <typename scalar_t, int OUTPUTS, int P, bool GROUPED, bool NARROW = false>
+__global__ void __launch_bounds__(kFastThreads, NARROW                  ? kVecWgradNarrowBlocks
+                                                : OUTPUTS > kVecRLarge ? kVecWgradWideBlocks
+                                                                       : 3)
     vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
   const scalar_t* __restrict__ dy = params.io.dy;
   const FastGeometry g = params.g;
   const int Hx = params.Hx, Wx = params.Wx, pcap = params.pcap;
   const bool vec_ok = params.vec_ok;
-  constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
+  constexpr int PB = NARROW ? 16 : 32;  // bytes of channels a staged pixel
+  constexpr int CB = VecTraits<scalar_t, PB>::kCB, V = VecTraits<scalar_t, PB>::kV;
+  static_assert(V == 2 || V == 4, "2 or 4 channels a lane");
   extern __shared__ __align__(16) unsigned char smem[];
   const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
   const int cls = P == 1 ? 0 : blockIdx.y;
@@ -69,7 +75,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   if (np == 0 && !with_bias) return;  // a slice beyond the block's points
   const bool bias_sums = with_bias && group == 0;  // each group loads every output's dy: one sums it
   const int EW = twd + 2 * pwid;
-  const int strip = min(th, params.tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
+  const int strip = min(th, params.tile_bytes / (PB * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
   int* soff = reinterpret_cast<int*>(smem);
   float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
   scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
@@ -89,9 +95,9 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
     const int gi0 = plane ? 0 : p0 + ps - ph, gj0 = plane ? 0 : q0 - pwid;
     const int EH = plane ? Hs : min(strip, th - ps) + 2 * ph, ew = plane ? Ws : EW;
     if (vec_ok && !wait) {
-      issue_nhwc_tile<scalar_t>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, EW, int64_t(P) * Wx, P);
+      issue_nhwc_tile<scalar_t, CB>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, EW, int64_t(P) * Wx, P);
     } else {
-      stage_nhwc_tile<scalar_t>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, vec_ok, EW, int64_t(P) * Wx, P);
+      stage_nhwc_tile<scalar_t, CB>(tile, src, g.C, Hs, Ws, c0, gi0, gj0, EH, ew, vec_ok, EW, int64_t(P) * Wx, P);
     }
   };
   // The first strip's copies in flight while the block writes its point offsets and clears its sums
@@ -125,17 +131,20 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       for (int base = 0; base < nout; base += slots * OUTPUTS) {
         int sbB[OUTPUTS];  // byte offset of each output's pixel in S
         float gv[OUTPUTS][V];
+        // Output r's dy (its channels cq...) and, into sbB[r], its pixel's byte offset in S; an output past
+        // the strip gives its clamped pixel (strip_output).
+        auto dy_output = [&](int r) {
+          const auto [p, q, byte] = strip_output<PB>(div_tw, base + r * slots + slot, nout, EW);
+          sbB[r] = byte;
+          return dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
+        };
         if (vec_ok) {
           // Every output's dy is loaded before any is used, so that the round waits for global memory
           // once, not once an output (ncu: the loads each stalled in a branch of their own). An output
-          // past the strip loads its clamped pixel (strip_output) and counts zero.
-          uint2 raw[OUTPUTS];
+          // past the strip loads its clamped pixel and counts zero.
+          RawWord<scalar_t, V> raw[OUTPUTS];
 #pragma unroll
-          for (int r = 0; r < OUTPUTS; ++r) {
-            const auto [p, q, byte] = strip_output(div_tw, base + r * slots + slot, nout, EW);
-            sbB[r] = byte;
-            raw[r] = *reinterpret_cast<const uint2*>(dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq);
-          }
+          for (int r = 0; r < OUTPUTS; ++r) raw[r] = *reinterpret_cast<const RawWord<scalar_t, V>*>(dy_output(r));
 #pragma unroll
           for (int r = 0; r < OUTPUTS; ++r) {
             unpack_vec<scalar_t, V>(raw[r], gv[r]);
@@ -146,12 +155,10 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
         } else {
 #pragma unroll
           for (int r = 0; r < OUTPUTS; ++r) {
-            const int o = base + r * slots + slot;
-            const auto [p, q, byte] = strip_output(div_tw, o, nout, EW);
-            sbB[r] = byte;
-            const scalar_t* src = dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq;
+            const scalar_t* src = dy_output(r);
+            const bool in_strip = base + r * slots + slot < nout;
 #pragma unroll
-            for (int k = 0; k < V; ++k) gv[r][k] = (o < nout && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
+            for (int k = 0; k < V; ++k) gv[r][k] = (in_strip && cq + k < g.C) ? static_cast<float>(src[k]) : 0.0f;
           }
         }
         if (bias_sums) {
@@ -167,7 +174,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
           for (int k = 0; k < V; ++k) part[k] = 0.0f;
           if (uniform) {
             const unsigned char* St =
-                reinterpret_cast<const unsigned char*>(S) + quarter * 8 + soff[j * CB + quarter * V] * 32;
+                reinterpret_cast<const unsigned char*>(S) + quarter * (PB / 4) + soff[j * CB + quarter * V] * PB;
 #pragma unroll
             for (int r = 0; r < OUTPUTS; ++r) {
               float xv[V];
@@ -179,7 +186,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
 #pragma unroll
             for (int k = 0; k < V; ++k) {
               const unsigned char* St =
-                  reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * 32;
+                  reinterpret_cast<const unsigned char*>(S + quarter * V + k) + soff[j * CB + quarter * V + k] * PB;
 #pragma unroll
               for (int r = 0; r < OUTPUTS; ++r) {
                 part[k] += gv[r][k] * static_cast<float>(*reinterpret_cast<const scalar_t*>(St + sbB[r]));
