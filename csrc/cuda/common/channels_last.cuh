@@ -244,10 +244,12 @@ template <int V>
 __device__ __forceinline__ void block_channel_summary(const int* __restrict__ npts, const int2* __restrict__ halo,
                                                       const int* __restrict__ same, int c0, int CB, int C, int* s_np,
                                                       int* s_ph, int* s_pw, int* s_uniform) {
+  if (threadIdx.x >= 32) return;
+  const int k = static_cast<int>(threadIdx.x);
+  const bool same_k = k < CB && c0 + k < C && same[c0 + k] != 0;  // in flight with block_extent's loads
   block_extent(npts, halo, c0, CB, C, s_np, s_ph, s_pw);
-  if (threadIdx.x < 4) {
-    s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return same[c]; }, c0 + threadIdx.x * V, C);
-  }
+  const bool u = quarter_uniform<V>(same_k, c0, C);
+  if (k < 4) s_uniform[k] = u;
 }
 
 }  // namespace cuda

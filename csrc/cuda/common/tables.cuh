@@ -39,16 +39,19 @@ __device__ __forceinline__ bool same_offsets_as_prev(const float* __restrict__ t
   return true;
 }
 
-// Per quarter of a channel block (V channels from cq): whether all its channels share the first
-// one's offsets, from per-channel same-as-previous flags (same(c) != 0: channel c has the offsets of
-// channel c - 1; TablesT::same or SegInfo::same). Evaluated by threads 0-3.
-template <int V, typename Same>
-__device__ __forceinline__ bool quarter_uniform(Same same, int cq, int C) {
-  if (cq + V > C) return false;
-  bool u = true;
-#pragma unroll
-  for (int k = 1; k < V; ++k) u = u && same(cq + k) != 0;
-  return u;
+// Per quarter of a channel block of V-channel quarters from c0: whether all its channels share the
+// first one's offsets. Every lane of the warp calls it with its channel's same-as-previous flag
+// (lane k: channel c0 + k has the offsets of channel c0 + k - 1, TablesT::same or SegInfo::same;
+// false past the block or C); lanes 0-3 get their quarter's answer from one ballot, where a loop of
+// V - 1 dependent loads per quarter had held the block's first barrier.
+template <int V>
+__device__ __forceinline__ bool quarter_uniform(bool same_k, int c0, int C) {
+  static_assert(V >= 2 && 4 * V <= 32, "four quarters of 2 to 8 channels");
+  const unsigned flags = __ballot_sync(0xffffffffu, same_k);
+  const int q = static_cast<int>(threadIdx.x & 31u);
+  if (q >= 4 || c0 + (q + 1) * V > C) return false;
+  constexpr unsigned kRest = (1u << (V - 1)) - 1u;  // the quarter's channels 1 .. V - 1
+  return ((flags >> (q * V + 1)) & kRest) == kRest;
 }
 
 // What the builders of the rounded taps' tables read: the angles (float) of C channels of K taps,

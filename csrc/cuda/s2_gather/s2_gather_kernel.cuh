@@ -37,19 +37,18 @@ __global__ void __launch_bounds__(kFastThreads, 3) s2_gather_nhwc_kernel(const S
   if (threadIdx.x < 32) {
     int ph = 0, pw = 0;
     for (int cls = 0; cls < 4; ++cls) {
+      bool same_k = false;  // channel c0 + threadIdx.x has the previous channel's segments
       if (threadIdx.x < CB) {
         const SegInfo f = info[int64_t(cls) * g.C + c0 + threadIdx.x];
         s_mode[cls][threadIdx.x] = f.mode;
         s_nseg[cls][threadIdx.x] = f.nseg;
+        same_k = f.same != 0;
         const int2 hl = halo[int64_t(cls) * g.C + c0 + threadIdx.x];
         ph = max(ph, hl.x);
         pw = max(pw, hl.y);
       }
-      if (threadIdx.x < 4) {
-        const SegInfo* cinfo = info + int64_t(cls) * g.C;
-        s_uniform[cls][threadIdx.x] =
-            quarter_uniform<V>([&](int c) { return cinfo[c].same; }, c0 + threadIdx.x * V, g.C);
-      }
+      const bool uniform = quarter_uniform<V>(same_k, c0, g.C);
+      if (threadIdx.x < 4) s_uniform[cls][threadIdx.x] = uniform;
     }
     ph = warp_max(ph);
     pw = warp_max(pw);

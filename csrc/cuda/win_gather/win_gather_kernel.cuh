@@ -396,12 +396,14 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
     // whether its V channels walk the same segments (then one vector load per point).
     int ph = 0, pw = 0, mode = 0, same = 1;
+    bool same_k = false;  // channel c0 + threadIdx.x has the previous channel's segments
     if (threadIdx.x < CB) {
       const SegInfo f = info[c0 + threadIdx.x];
       mode = f.mode;
       s_mode[threadIdx.x] = f.mode;
       s_nseg[threadIdx.x] = f.nseg;
-      same = threadIdx.x == 0 || f.same != 0;
+      same_k = f.same != 0;
+      same = threadIdx.x == 0 || same_k;
       const int2 hl = halo[c0 + threadIdx.x];
       ph = hl.x;
       pw = hl.y;
@@ -427,9 +429,8 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       s_sh = sub.x;
       s_sw = sub.y;
     }
-    if (threadIdx.x < 4) {
-      s_uniform[threadIdx.x] = quarter_uniform<V>([&](int c) { return info[c].same; }, c0 + threadIdx.x * V, g.C);
-    }
+    const bool uniform = quarter_uniform<V>(same_k, c0, g.C);
+    if (threadIdx.x < 4) s_uniform[threadIdx.x] = uniform;
   }
   __syncthreads();
   const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
