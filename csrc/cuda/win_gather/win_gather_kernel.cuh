@@ -97,14 +97,15 @@ __device__ __forceinline__ void task_segment_points(int P, int Q, int dh, int dw
 // seg_smem[channel][s] = {offset of the segment's first point in a staged tile of this pitch, L,
 // first weight} for the nseg[channel] segments of each channel, and w_smem[point][channel] the
 // weights (none when w_smem is null). OFFSET: the segments carry their first point's offset
-// (staged_segment).
+// (staged_segment). lists: the first that many channels' segments (1: a block whose channels all
+// share channel c0's).
 template <int CB, bool OFFSET = false>
 __device__ __forceinline__ void stage_segment_tables(int4* __restrict__ seg_smem, float* __restrict__ w_smem,
                                                      const int4* __restrict__ segs, const float* __restrict__ segw,
-                                                     const int* nseg, int c0, int K, int pitch) {
+                                                     const int* nseg, int c0, int K, int pitch, int lists = CB) {
   for (int e = threadIdx.x; e < CB * K; e += blockDim.x) {
     const int k = e / K, s = e - k * K;
-    if (s < nseg[k]) seg_smem[e] = staged_segment<OFFSET>(segs[int64_t(c0 + k) * K + s], pitch);
+    if (k < lists && s < nseg[k]) seg_smem[e] = staged_segment<OFFSET>(segs[int64_t(c0 + k) * K + s], pitch);
     if (w_smem != nullptr) w_smem[s * CB + k] = segw[int64_t(c0 + k) * K + s];
   }
 }
@@ -218,6 +219,13 @@ struct GlobalSegs {
   int pitch;
   __device__ __forceinline__ int4 operator[](int s) const { return staged_segment(segs[s], pitch); }
 };
+
+// The room of CB - 1 segment lists of K entries (win_fixed_bytes' lists beyond the first): what a
+// block of the sub-tile path whose channels all share one list adds to its tile.
+template <int CB>
+__device__ __forceinline__ int united_extra_bytes(int K) {
+  return static_cast<int>(align16(sizeof(int4) * K * CB) - align16(sizeof(int4) * K));
+}
 
 // A source plane of SH x SW pixels whose lines have the halo (hh, hw) (win_tasks' CLIP).
 struct PlaneClip {
@@ -348,7 +356,9 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
 // class's (C entries each) and whose outputs go to (2p + a, 2q + b) of the OH x OW output plane.
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
-// allocation with the block's own halo (choose_subtile): the whole tile when it fits.
+// allocation with the block's own halo (choose_subtile): the whole tile when it fits. A block whose
+// channels all have one segment list (rounded taps grouped by angle) stages that list alone and adds
+// the other lists' room to its tile (united_extra_bytes: 7 KB at K=31 in 16-bit).
 // SMALL (a plane that one block covers, not ONE_LIST, OS = 1; every channel's list staged):
 // params.groups groups of params.images images from n * images * groups (fewer in the last block),
 // one group after the other over the same tables; a group's planes staged whole, one below the
@@ -415,13 +425,14 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       ph = min(ph, g.H - 1);
       pw = min(pw, g.W - 1);
     }
-    if (ONE_LIST) {
+    if (!SMALL) {
       same = __all_sync(0xffffffffu, same);
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    const int2 sub =
-        SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, params.tile_bytes, slots);
+    // A united block of the sub-tile path stages one list: the other CB - 1 lists' room joins its tile.
+    const int tile_bytes = params.tile_bytes + (!ONE_LIST && !SMALL && same ? united_extra_bytes<CB>(g.K) : 0);
+    const int2 sub = SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
     if (threadIdx.x == 0) {
       if (SMALL) s_clip = clip;
       s_ph = ph;
@@ -441,14 +452,15 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   const int spw = SMALL ? WinTraits<scalar_t>::small_halo(pw) : pw;
   const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw) | 1;
   // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
-  // sw[point][channel] (ONE_LIST: seg_smem holds channel c0's, the list of a block whose channels
-  // all share it).
-  constexpr int kLists = ONE_LIST ? 1 : CB;
-  const bool united = ONE_LIST && s_united != 0;
+  // sw[point][channel]. seg_smem holds channel c0's list alone (lists = 1) for ONE_LIST and for the
+  // sub-tile path's united blocks (every channel has c0's segments), whose tile then starts where the
+  // other lists would have: the allocation's tile_bytes plus united_extra_bytes.
+  const bool united = !SMALL && s_united != 0;
+  const int lists = ONE_LIST || united ? 1 : CB;
   int4* seg_smem = reinterpret_cast<int4*>(smem);
-  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * kLists));
+  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * lists));
   scalar_t* S =
-      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * kLists) + align16(sizeof(float) * g.K * CB));
+      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * lists) + align16(sizeof(float) * g.K * CB));
   // The tables (the tile's region of shared memory follows theirs). Without SMALL, staged while the
   // first sub-tile's copies are in flight: a barrier after the copies' wait covers both. (SMALL
   // stages them first: its group loop keeps more values live, which the hoisted copies spilled.)
@@ -467,9 +479,9 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
         stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
       }
     } else if (segw != nullptr) {
-      stage_segment_tables<CB, kClip && TABLE_WEIGHTS>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch);
+      stage_segment_tables<CB, kClip && TABLE_WEIGHTS>(seg_smem, sw, segs, segw, s_nseg, c0, g.K, pitch, lists);
     } else {
-      stage_segment_tables<CB, kClip>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch);
+      stage_segment_tables<CB, kClip>(seg_smem, nullptr, segs, nullptr, s_nseg, c0, g.K, pitch, lists);
       stage_merged_weights<scalar_t, CB>(sw, params.taps.w, params.taps.tap_sp, c0, g.K, params.taps.residual);
     }
   };
@@ -479,7 +491,7 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   for (int k = 0; k < V; ++k) b[k] = bias != nullptr ? static_cast<float>(bias[c0 + k0 + k]) : 0.0f;
   const scalar_t* img = params.io.src + n0 * g.H * g.W * g.C;
   scalar_t* op = params.io.out + n0 * OH * OW * g.C;
-  // Channel kc's own list: staged, or (ONE_LIST) read from global memory.
+  // Channel kc's own list (a block that is not united): staged, or (ONE_LIST) read from global memory.
   auto list_of = [&](int kc) {
     if constexpr (ONE_LIST) {
       return GlobalSegs{segs + int64_t(c0 + kc) * g.K, pitch};
@@ -490,8 +502,8 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   // The lane's channels through run(nv, kc, kl, bias_k, list): the tasks of nv channels from kc of
   // the block over the list (seg_smem's or GlobalSegs) of channel kl.
   auto lane_tasks = [&](auto&& run) {
-    if (ONE_LIST && united) {
-      // Every channel of the block has channel c0's list, mode and segment count.
+    if (united) {
+      // Every channel of the block has channel c0's list (the one staged), mode and segment count.
       run(std::integral_constant<int, V>{}, k0, 0, b, static_cast<const int4*>(seg_smem));
     } else if (s_uniform[quarter]) {
       run(std::integral_constant<int, V>{}, k0, k0, b, list_of(k0));
