@@ -220,11 +220,11 @@ struct GlobalSegs {
   __device__ __forceinline__ int4 operator[](int s) const { return staged_segment(segs[s], pitch); }
 };
 
-// The room of CB - 1 segment lists of K entries (win_fixed_bytes' lists beyond the first): what a
-// block of the sub-tile path whose channels all share one list adds to its tile.
+// The bytes of a block's staged segment lists: CB lists of K entries (win_fixed_bytes' room), or the
+// one list of nseg entries of a block of the sub-tile path whose channels all share it.
 template <int CB>
-__device__ __forceinline__ int united_extra_bytes(int K) {
-  return static_cast<int>(align16(sizeof(int4) * K * CB) - align16(sizeof(int4) * K));
+__device__ __forceinline__ int staged_list_bytes(bool united, int K, int nseg) {
+  return static_cast<int>(united ? align16(sizeof(int4) * nseg) : align16(sizeof(int4) * K * CB));
 }
 
 // A source plane of SH x SW pixels whose lines have the halo (hh, hw) (win_tasks' CLIP).
@@ -358,7 +358,7 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits. A block whose
 // channels all have one segment list (rounded taps grouped by angle) stages that list alone and adds
-// the other lists' room to its tile (united_extra_bytes: 7 KB at K=31 in 16-bit).
+// the other lists' room to its tile (staged_list_bytes: 7.5 KB at K=31 in 16-bit).
 // SMALL (a plane that one block covers, not ONE_LIST, OS = 1; every channel's list staged):
 // params.groups groups of params.images images from n * images * groups (fewer in the last block),
 // one group after the other over the same tables; a group's planes staged whole, one below the
@@ -405,13 +405,14 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   if (threadIdx.x < 32) {
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
     // whether its V channels walk the same segments (then one vector load per point).
-    int ph = 0, pw = 0, mode = 0, same = 1;
+    int ph = 0, pw = 0, mode = 0, same = 1, nseg = 0;
     bool same_k = false;  // channel c0 + threadIdx.x has the previous channel's segments
     if (threadIdx.x < CB) {
       const SegInfo f = info[c0 + threadIdx.x];
       mode = f.mode;
       s_mode[threadIdx.x] = f.mode;
       s_nseg[threadIdx.x] = f.nseg;
+      nseg = f.nseg;
       same_k = f.same != 0;
       same = threadIdx.x == 0 || same_k;
       const int2 hl = halo[c0 + threadIdx.x];
@@ -430,8 +431,11 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       if (threadIdx.x == 0) s_united = same;
     }
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    // A united block of the sub-tile path stages one list: the other CB - 1 lists' room joins its tile.
-    const int tile_bytes = params.tile_bytes + (!ONE_LIST && !SMALL && same ? united_extra_bytes<CB>(g.K) : 0);
+    nseg = __shfl_sync(0xffffffffu, nseg, 0);
+    // A united block of the sub-tile path stages its one list: the rest of the lists' room joins its tile.
+    const bool compact = !ONE_LIST && !SMALL && same;
+    const int freed = compact ? staged_list_bytes<CB>(false, g.K, 0) - staged_list_bytes<CB>(true, g.K, nseg) : 0;
+    const int tile_bytes = params.tile_bytes + freed;
     const int2 sub = SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
     if (threadIdx.x == 0) {
       if (SMALL) s_clip = clip;
@@ -452,15 +456,16 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   const int spw = SMALL ? WinTraits<scalar_t>::small_halo(pw) : pw;
   const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw) | 1;
   // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
-  // sw[point][channel]. seg_smem holds channel c0's list alone (lists = 1) for ONE_LIST and for the
-  // sub-tile path's united blocks (every channel has c0's segments), whose tile then starts where the
-  // other lists would have: the allocation's tile_bytes plus united_extra_bytes.
+  // sw[point][channel]. seg_smem holds channel c0's list alone (lists = 1) for ONE_LIST (K entries'
+  // room) and for the sub-tile path's united blocks (every channel has c0's segments: their nseg
+  // entries), whose tile then starts where the other lists would have (staged_list_bytes).
   const bool united = !SMALL && s_united != 0;
   const int lists = ONE_LIST || united ? 1 : CB;
+  const int list_bytes = ONE_LIST ? static_cast<int>(align16(sizeof(int4) * g.K))
+                                  : staged_list_bytes<CB>(united, g.K, s_nseg[0]);
   int4* seg_smem = reinterpret_cast<int4*>(smem);
-  float* sw = reinterpret_cast<float*>(smem + align16(sizeof(int4) * g.K * lists));
-  scalar_t* S =
-      reinterpret_cast<scalar_t*>(smem + align16(sizeof(int4) * g.K * lists) + align16(sizeof(float) * g.K * CB));
+  float* sw = reinterpret_cast<float*>(smem + list_bytes);
+  scalar_t* S = reinterpret_cast<scalar_t*>(smem + list_bytes + align16(sizeof(float) * g.K * CB));
   // The tables (the tile's region of shared memory follows theirs). Without SMALL, staged while the
   // first sub-tile's copies are in flight: a barrier after the copies' wait covers both. (SMALL
   // stages them first: its group loop keeps more values live, which the hoisted copies spilled.)
