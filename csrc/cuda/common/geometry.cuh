@@ -81,16 +81,17 @@ __host__ __device__ __forceinline__ int round_up(int a, int b) {
 }
 
 // Shared-memory tile of the NCHW fast path (OUTPUTS outputs per thread): rows
-// [p0 - ph, p0 + THr + ph), columns [q0 - pw - (OUTPUTS - 1), q0 + TWr + pw + (OUTPUTS - 1))
-// (THr, TWr: th, tw rounded up to OUTPUTS), stored with an odd row pitch (EW | 1) so that the lanes
-// of a warp reading one column each hit distinct banks.
+// [p0 - ph, p0 + THr + ph), columns [q0 - pw - pad, q0 + TWr + pw + pad) (THr, TWr: th, tw rounded up
+// to OUTPUTS; pad: OUTPUTS - 1 columns a side where diagonal tasks start outside the tile, which the
+// channels_last window gather leaves out for row and column lines), stored with an odd row pitch
+// (EW | 1) so that the lanes of a warp reading one column each hit distinct banks.
 template <int OUTPUTS = kSegR>
 __host__ __device__ __forceinline__ int seg_tile_rows(int th, int ph) {
   return round_up(th, OUTPUTS) + 2 * ph;
 }
 template <int OUTPUTS = kSegR>
-__host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw) {
-  return round_up(tw, OUTPUTS) + 2 * pw + 2 * (OUTPUTS - 1);
+__host__ __device__ __forceinline__ int seg_tile_cols(int tw, int pw, int pad = OUTPUTS - 1) {
+  return round_up(tw, OUTPUTS) + 2 * pw + 2 * pad;
 }
 
 // Tasks of a th x tw output tile for axis `mode`: a task is OUTPUTS outputs (p, q) + r * u. Mode 0:

@@ -176,8 +176,8 @@ __device__ __forceinline__ void stage_clipped_segments(int4* __restrict__ seg_sm
 // an H200 this allowance took a 0-degree line from four sub-tiles of 8 x 28 outputs to two of
 // 16 x 28, 10% faster).
 template <int OUTPUTS>
-__device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int mode, int K, int tile_bytes,
-                                               int slots) {
+__device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, int pad, int mode, int K,
+                                               int tile_bytes, int slots) {
   const int lane = threadIdx.x & 31;
   float cost = __int_as_float(0x7f800000);  // +inf: no candidate
   int2 sub = make_int2(OUTPUTS, OUTPUTS);
@@ -187,11 +187,11 @@ __device__ __forceinline__ int2 choose_subtile(int th, int tw, int ph, int pw, i
     const int sub_h = round_up((th + nsh - 1) / nsh, OUTPUTS);
     const int rows = seg_tile_rows<OUTPUTS>(sub_h, ph);
     const int cols_max = tile_bytes / (32 * rows) - 1;  // (cols | 1) <= cols + 1
-    const int sub_w_max = (cols_max - 2 * pw - 2 * (OUTPUTS - 1)) / OUTPUTS * OUTPUTS;
+    const int sub_w_max = (cols_max - 2 * pw - 2 * pad) / OUTPUTS * OUTPUTS;
     if (sub_w_max >= OUTPUTS) {
       const int nsw = (tw + min(sub_w_max, round_up(tw, OUTPUTS)) - 1) / min(sub_w_max, round_up(tw, OUTPUTS));
       const int sub_w = round_up((tw + nsw - 1) / nsw, OUTPUTS);
-      const int pitch = seg_tile_cols<OUTPUTS>(sub_w, pw) | 1;
+      const int pitch = seg_tile_cols<OUTPUTS>(sub_w, pw, pad) | 1;
       const int tasks = seg_ntasks<OUTPUTS>(mode, min(sub_h, th), min(sub_w, tw));
       const int rounds = (tasks + slots - 1) / slots;
       cost = float(nsh * nsw) * (float(rows * pitch) + kSubtileCostPerTapTask * float(K) * float(tasks) +
@@ -234,8 +234,10 @@ struct PlaneClip {
 
 // The tasks of one staged sub-tile (sth x stw task positions at (p0s, q0s)) for CHANNELS channels
 // starting at channel kc of the block (c in the tensor) that share one segment list (seg_smem[s]:
-// staged, or GlobalSegs). Task position (p, q) reads source pixel (p0s + p, q0s + q), staged with a
-// halo (ph, pw), and writes output pixel (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
+// staged, or GlobalSegs). Task position (p, q) reads source pixel (p0s + p, q0s + q), staged with ph
+// rows above the tile and pw + OUTPUTS - 1 columns left of it (the halo and seg_tile_cols' pad; a
+// sub-tile staged without the pad passes its halo less OUTPUTS - 1), and writes output pixel
+// (OS p + oa, OS q + ob) of the OH x OW image plane `op`.
 // CLIP (the several-images path): the tasks whose lines (of halo clip.hh, clip.hw) reach past the
 // clip.SH x clip.SW source plane walk only the points that read it for one of their outputs
 // (task_segment_points), so that a halo of OUTPUTS - 1 staged around the plane suffices.
@@ -358,7 +360,8 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // The tile (up to kWinRegion a side) is staged (cp.async, storage dtype) in sub-tiles that fit the
 // allocation with the block's own halo (choose_subtile): the whole tile when it fits. A block whose
 // channels all have one segment list (rounded taps grouped by angle) stages that list alone and adds
-// the other lists' room to its tile (staged_list_bytes: 7.5 KB at K=31 in 16-bit).
+// the other lists' room to its tile (staged_list_bytes: 7.5 KB at K=31 in 16-bit). Row and column
+// lines stage no columns beyond their halo in 16-bit (kFixedPad).
 // SMALL (a plane that one block covers, not ONE_LIST, OS = 1; every channel's list staged):
 // params.groups groups of params.images images from n * images * groups (fewer in the last block),
 // one group after the other over the same tables; a group's planes staged whole, one below the
@@ -401,7 +404,11 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   segs += int64_t(cls) * g.C * g.K;
   segw += int64_t(cls) * g.C * g.K;
 
-  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_sh, s_sw, s_united, s_clip;
+  // Columns staged beyond the halo (seg_tile_cols' pad): OUTPUTS - 1 a side where a channel's diagonal
+  // tasks start outside the tile (and for SMALL, whose clipped tasks read past the plane); none for row
+  // and column lines in 16-bit (float32's loops spilled with a pad known only at run time).
+  constexpr bool kFixedPad = SMALL || sizeof(scalar_t) == 4;
+  __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_pad, s_sh, s_sw, s_united, s_clip;
   if (threadIdx.x < 32) {
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
     // whether its V channels walk the same segments (then one vector load per point).
@@ -430,17 +437,20 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       same = __all_sync(0xffffffffu, same);
       if (threadIdx.x == 0) s_united = same;
     }
+    const int pad = kFixedPad || __any_sync(0xffffffffu, mode >= 2) ? OUTPUTS - 1 : 0;
     mode = __shfl_sync(0xffffffffu, mode, 0);  // the first channel's axis stands for the block's
-    nseg = __shfl_sync(0xffffffffu, nseg, 0);
+    if (!SMALL) nseg = __shfl_sync(0xffffffffu, nseg, 0);
     // A united block of the sub-tile path stages its one list: the rest of the lists' room joins its tile.
     const bool compact = !ONE_LIST && !SMALL && same;
     const int freed = compact ? staged_list_bytes<CB>(false, g.K, 0) - staged_list_bytes<CB>(true, g.K, nseg) : 0;
     const int tile_bytes = params.tile_bytes + freed;
-    const int2 sub = SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, mode, g.K, tile_bytes, slots);
+    const int2 sub =
+        SMALL ? make_int2(th, tw) : choose_subtile<OUTPUTS>(th, tw, ph, pw, pad, mode, g.K, tile_bytes, slots);
     if (threadIdx.x == 0) {
       if (SMALL) s_clip = clip;
       s_ph = ph;
       s_pw = pw;
+      if (!kFixedPad) s_pad = pad;
       s_sh = sub.x;
       s_sw = sub.y;
     }
@@ -449,20 +459,21 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   }
   __syncthreads();
   const int ph = s_ph, pw = s_pw, sh = s_sh, sw_ = s_sw;
+  const int pad = kFixedPad ? OUTPUTS - 1 : s_pad;
   // The halo staged: the lines' (ph, pw); SMALL in 16-bit at most OUTPUTS - 1 (win_small_halo: its
   // planes' halo is all zero padding, which its tasks read no further than that).
   constexpr bool kClip = SMALL && WinTraits<scalar_t>::kSmallClips;
   const int sph = SMALL ? WinTraits<scalar_t>::small_halo(ph) : ph;
   const int spw = SMALL ? WinTraits<scalar_t>::small_halo(pw) : pw;
-  const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw) | 1;
+  const int pitch = seg_tile_cols<OUTPUTS>(sw_, spw, pad) | 1;
   // Tables: seg_smem[channel][s] = {offset of the segment's first point in S, L, first weight},
   // sw[point][channel]. seg_smem holds channel c0's list alone (lists = 1) for ONE_LIST (K entries'
   // room) and for the sub-tile path's united blocks (every channel has c0's segments: their nseg
   // entries), whose tile then starts where the other lists would have (staged_list_bytes).
   const bool united = !SMALL && s_united != 0;
   const int lists = ONE_LIST || united ? 1 : CB;
-  const int list_bytes = ONE_LIST ? static_cast<int>(align16(sizeof(int4) * g.K))
-                                  : staged_list_bytes<CB>(united, g.K, s_nseg[0]);
+  const int list_bytes = static_cast<int>(united && !ONE_LIST ? align16(sizeof(int4) * s_nseg[0])
+                                                               : align16(sizeof(int4) * g.K * lists));
   int4* seg_smem = reinterpret_cast<int4*>(smem);
   float* sw = reinterpret_cast<float*>(smem + list_bytes);
   scalar_t* S = reinterpret_cast<scalar_t*>(smem + list_bytes + align16(sizeof(float) * g.K * CB));
@@ -582,10 +593,11 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     const int subs_w = (tw + sw_ - 1) / sw_, subs = (th + sh - 1) / sh * subs_w;
     // The last round of tasks split into single outputs (win_tasks' SPLIT_LAST): 16-bit, not ONE_LIST.
     constexpr bool kSplitLast = !ONE_LIST && sizeof(scalar_t) == 2;
+    const int lead = pw + pad;  // columns staged left of a sub-tile
     // The copies (cp.async) of the sub-tile at (ps, qs) of sth x stw outputs; the caller waits for them.
     auto issue_sub = [&](int ps, int qs, int sth, int stw) {
-      issue_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - pw - (OUTPUTS - 1),
-                                seg_tile_rows<OUTPUTS>(sth, ph), seg_tile_cols<OUTPUTS>(stw, pw), pitch, g.W, 1);
+      issue_nhwc_tile<scalar_t>(S, img, g.C, g.H, g.W, c0, p0 + ps - ph, q0 + qs - lead,
+                                seg_tile_rows<OUTPUTS>(sth, ph), seg_tile_cols<OUTPUTS>(stw, lead, 0), pitch, g.W, 1);
     };
     issue_sub(0, 0, min(sh, th), min(sw_, tw));
     stage_tables();
@@ -600,8 +612,8 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       __syncthreads();  // the sub-tile (and, the first time, the tables) written
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
         win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, false, kSplitLast>(
-            S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth, stw, p0 + ps, q0 + qs, ph, pw, pitch, OH,
-            OW, oa, ob, g.C, slot, slots);
+            S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth, stw, p0 + ps, q0 + qs, ph,
+            lead - (OUTPUTS - 1), pitch, OH, OW, oa, ob, g.C, slot, slots);
       });
     }
   }
