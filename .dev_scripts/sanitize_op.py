@@ -38,6 +38,7 @@ CASES = [
     (2, 64, 64, 64, 15, 2, torch.bfloat16, 'channels_last'),  # the stem shape that once failed to launch
     (2, 32, 33, 35, 31, 2, torch.float32, 'channels_last'),
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather, vec_wgrad
+    (2, 256, 56, 56, 31, 1, torch.float16, 'channels_last'),  # win_gather: blocks of one segment list
     (16, 288, 33, 33, 31, 1, torch.bfloat16, 'channels_last'),  # win_gather: grown regions, the blocks' full share
     (16, 64, 225, 223, 15, 2, torch.float16, 'channels_last'),  # s2_gather: grown tiles
     (2, 20, 29, 30, 31, 1, torch.float16, 'channels_last'),   # vec_gather (C not a multiple of 16)

@@ -169,15 +169,22 @@ def test_channels_last_channel_blocks(dtype, angles, k, stride):
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize('angles', ['groups12', 'per_channel'])
+@pytest.mark.parametrize('angles', ['groups12', 'groups16', 'per_channel'])
 @pytest.mark.parametrize('stride', [1, 2])
 def test_channels_last_large_batch_tiles(dtype, angles, stride):
     """channels_last with a batch large enough for the window kernels' larger output tiles (staged in
     sub-tiles sized by each block's halo): output and input gradient of three images against the
-    reference, the weight gradient with the other images' output gradients zero."""
+    reference, the weight gradient with the other images' output gradients zero. groups16: six angles
+    of 16 channels each, so that 16-bit blocks share one segment list (staged once, the tile taking
+    the others' room) on row, column and diagonal lines."""
     n, c, h, w, k = 48, 96, 61, 57, 31
     x, weight, _, bias = make_inputs(n, c, h, w, k, seed=5)
-    theta = oriented_angles(c) if angles == 'groups12' else torch.linspace(0, math.pi, c + 1)[:-1]
+    if angles == 'groups12':
+        theta = oriented_angles(c)
+    elif angles == 'groups16':
+        theta = torch.tensor([0.0, 22.5, 45.0, 67.5, 90.0, 157.5]).deg2rad().repeat_interleave(c // 6)
+    else:
+        theta = torch.linspace(0, math.pi, c + 1)[:-1]
     grad_out = torch.randn(n, c, -(-h // stride), -(-w // stride), generator=torch.Generator().manual_seed(6),
                            dtype=torch.float64)
     keep = [0, 1, n - 1]
