@@ -23,6 +23,9 @@
 #                                                  # NEW_DIR (NEW_COMMIT) pick other trees; MID_DIR=.mid
 #                                                  # (MID_COMMIT) times trees between them, several
 #                                                  # separated by spaces: each build / the one before
+#   bash .dev_scripts/gpu.sh op-steps    OUT_DIR [benchmark_op.py options]     # the same trees (OLD_DIR,
+#                                                  # MID_DIR, NEW_DIR) as models-ab: each build's op against
+#                                                  # the one before (--ab), OUT_DIR/NAME/ per pair: op_steps.log
 #   bash .dev_scripts/gpu.sh train       OUT_DIR   # T-1D++/T-2D++ UperNet and Cascade, AMP, ITERS (12) iterations
 #   bash .dev_scripts/gpu.sh jit         OUT_DIR   # CPU-only build + just-in-time CUDA kernels
 #   bash .dev_scripts/gpu.sh paths       OUT_DIR [profile_model.py options]  # the kernel path of each oriented
@@ -96,6 +99,23 @@ tree_name() {
 # The trees a stage builds or packs: this one, then .old and .mid* where present.
 trees() {
   for tree in . .old .mid*; do [ -d "$tree/mmo1d" ] && echo "$tree"; done
+}
+# The trees of an A/B in build order, as names, dirs and commits: .old (OLD_DIR; OLD_COMMIT), the trees of
+# MID_DIR (MID_COMMIT; several separated by spaces), this one (NEW_DIR; NEW_COMMIT or SOURCE_COMMIT).
+chain() {
+  local mid_dirs mid_commits i dir
+  read -r -a mid_dirs <<<"${MID_DIR:-}"
+  read -r -a mid_commits <<<"${MID_COMMIT:-}"
+  names=(old) dirs=("$ROOT/${OLD_DIR:-.old}") commits=("${OLD_COMMIT:-old}")
+  for i in "${!mid_dirs[@]}"; do
+    names+=("mid$([ "${#mid_dirs[@]}" -gt 1 ] && echo $((i + 1)))")
+    dirs+=("$ROOT/${mid_dirs[$i]}")
+    commits+=("${mid_commits[$i]:-${names[-1]}}")
+  done
+  names+=(new) dirs+=("$ROOT/${NEW_DIR:-.}") commits+=("${NEW_COMMIT:-${SOURCE_COMMIT:-}}")
+  for dir in "${dirs[@]}"; do
+    if [ ! -d "$dir/mmo1d" ]; then echo "$STAGE: no tree in $dir (see the head of $0)" >&2; exit 2; fi
+  done
 }
 case "$STAGE" in
   build)
@@ -240,20 +260,8 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     ;;
   models-ab)
     # old, [mid ...,] new: each tree's models in turn, each build against the one before it as soon as
-    # both are timed (so that a run cut short keeps its finished pairs). MID_DIR (MID_COMMIT) may name
-    # several trees (commits), separated by spaces, in build order.
-    read -r -a mid_dirs <<<"${MID_DIR:-}"
-    read -r -a mid_commits <<<"${MID_COMMIT:-}"
-    names=(old) dirs=("$ROOT/${OLD_DIR:-.old}") commits=("${OLD_COMMIT:-old}")
-    for i in "${!mid_dirs[@]}"; do
-      names+=("mid$([ "${#mid_dirs[@]}" -gt 1 ] && echo $((i + 1)))")
-      dirs+=("$ROOT/${mid_dirs[$i]}")
-      commits+=("${mid_commits[$i]:-${names[-1]}}")
-    done
-    names+=(new) dirs+=("$ROOT/${NEW_DIR:-.}") commits+=("${NEW_COMMIT:-${SOURCE_COMMIT:-}}")
-    for dir in "${dirs[@]}"; do
-      if [ ! -d "$dir/mmo1d" ]; then echo "models-ab: no tree in $dir (see the head of $0)" >&2; exit 2; fi
-    done
+    # both are timed (so that a run cut short keeps its finished pairs).
+    chain
     : >"$OUT/models_ab.md"
     for i in "${!names[@]}"; do
       build=${names[$i]} dir=${dirs[$i]}
@@ -268,6 +276,23 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
         a=("$OUT/${names[$((i - 1))]}"/models_*.json) b=("$OUT/$build"/models_*.json)
         "$PY" tools/analysis_tools/benchmark_model.py --compare "${a[0]}" "${b[0]}" | tee -a "$OUT/models_ab.md"
       fi
+    done
+    ;;
+  op-steps)
+    # old, [mid ...,] new: each build's op against the one before it (benchmark_op.py --ab with the given
+    # options, run by the later tree's package), pair by pair into OUT_DIR/NAME/ (the later tree's name),
+    # so that a run cut short keeps its finished pairs.
+    chain
+    header >"$OUT/op_steps.log"
+    for i in "${!names[@]}"; do
+      [ "$i" -gt 0 ] || continue
+      echo "== ${names[$i]} against ${names[$((i - 1))]}" | tee -a "$OUT/op_steps.log"
+      if ! PYTHONPATH=${dirs[$i]}:$PYTHONPATH SOURCE_COMMIT=${commits[$i]} "$PY" tools/analysis_tools/benchmark_op.py \
+        --ab "${dirs[$((i - 1))]}" --out-dir "$OUT/${names[$i]}" "$@" >"$OUT/op_steps_${names[$i]}.log" 2>&1; then
+        tail -n 20 "$OUT/op_steps_${names[$i]}.log"
+        exit 1
+      fi
+      sed -n '/^# /,$p' "$OUT/op_steps_${names[$i]}.log" | tee -a "$OUT/op_steps.log"
     done
     ;;
   train)
