@@ -406,8 +406,9 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
 
   // Columns staged beyond the halo (seg_tile_cols' pad): OUTPUTS - 1 a side where a channel's diagonal
   // tasks start outside the tile (and for SMALL, whose clipped tasks read past the plane); none for row
-  // and column lines in 16-bit (float32's loops spilled with a pad known only at run time).
-  constexpr bool kFixedPad = SMALL || sizeof(scalar_t) == 4;
+  // and column lines in 16-bit (float32's loops spilled with a pad known only at run time, ONE_LIST's
+  // 16-bit loops more: 68 / 104 bytes of spill stores / loads against 56 / 76 with the pad fixed).
+  constexpr bool kFixedPad = SMALL || ONE_LIST || sizeof(scalar_t) == 4;
   __shared__ int s_mode[CB], s_nseg[CB], s_uniform[4], s_ph, s_pw, s_pad, s_sh, s_sw, s_united, s_clip;
   if (threadIdx.x < 32) {
     // Warp 0: the channels' axes and segment counts, the block's halo, the sub-tile, and per quarter
