@@ -73,7 +73,7 @@ constexpr int kWinMaxGroups = 4;
 // one list take several images a block only where every channel's list staged keeps this many.
 constexpr int kWinBlocks = 3;
 
-// ---- Window gather's sub-tile cost model (choose_subtile, win_gather_kernel.cuh) ----
+// ---- Window gather's sub-tile cost model (choose_subtile, win_tables.cuh) ----
 // Estimated warp instructions of a candidate sub-tile: one per staged pixel, plus these.
 constexpr float kSubtileCostPerTapTask = 3.0f;      // per tap of each task (a warp runs 8 tasks of ~26 K)
 constexpr float kSubtileCostPerRound = 2000.0f;     // latency allowance per round of tasks over the slots

@@ -2,7 +2,8 @@
 // fp32 shared-memory tile.
 #pragma once
 
-#include "../win_gather/win_gather_kernel.cuh"
+#include "../win_gather/win_tables.cuh"
+#include "../win_gather/win_tasks.cuh"
 
 namespace mmo1d {
 namespace cuda {
