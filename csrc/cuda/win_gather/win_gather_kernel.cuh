@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
       cp_async_wait_all();
       __syncthreads();  // the sub-tile (and, the first time, the tables) written
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, false, kSplitLast>(
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, false, kSplitLast, kSplitLast>(
             S, op, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, sth, stw, p0 + ps, q0 + qs, ph,
             lead - (OUTPUTS - 1), pitch, OH, OW, oa, ob, g.C, slot, slots);
       });

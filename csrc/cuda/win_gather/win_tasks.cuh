@@ -113,7 +113,7 @@ struct PlaneClip {
 // pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
 // their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, bool CLIP = false,
-          bool SPLIT_LAST = false, typename Segs = const int4*>
+          bool SPLIT_LAST = false, bool AHEAD = false, typename Segs = const int4*>
 __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
@@ -154,8 +154,17 @@ __device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar
     const int P = p0s + p, Q = q0s + q;
     const bool inside = !CLIP || (P >= clip.hh && P + (NOUT - 1) + clip.hh < clip.SH && Q >= (NOUT - 1) + clip.hw &&
                                   Q + (NOUT - 1) + clip.hw < clip.SW);
+    // AHEAD: each segment's entry is read one segment ahead, so that a short run's address does not
+    // wait for the load of its own entry (the 16-bit sub-tile gathers; the others spilled with it).
+    int4 next = AHEAD && nseg > 0 ? seg_smem[0] : int4{};
     for (int s = 0; s < nseg; ++s) {
-      const int4 e = seg_smem[s];
+      int4 e;
+      if constexpr (AHEAD) {
+        e = next;
+        if (s + 1 < nseg) next = seg_smem[s + 1];
+      } else {
+        e = seg_smem[s];
+      }
       int l0 = 0, L = e.y;
       if (!inside) {
         const int2 d = staged_segment_offset(e);
