@@ -88,6 +88,17 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->table_weights = one_list && win_small(*plan);
   plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
                              kFastThreads, (plan->one_list ? fixed : small_fixed) + plan->tile};
+  // The kernel's walks (win_walks): where the grid holds more blocks than the device runs at once,
+  // each block takes `walk` output tiles in turn over its channel block's tables, in one wave.
+  plan->walk = 1;
+  if (win_walks<scalar_t, false, false, 1>() && classes == 1 && !plan->one_list && !win_small(*plan)) {
+    const int per_sm = std::min(kWinBlocks, blocks_by_smem(kernel, plan->launch.smem));
+    const int64_t resident = device_blocks(std::max(per_sm, 1));
+    if (plan->launch.grid_x > resident) {
+      plan->walk = static_cast<int>(ceil_div(plan->launch.grid_x, resident));
+      plan->launch.grid_x = ceil_div(plan->launch.grid_x, int64_t(plan->walk));
+    }
+  }
   return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
 }
 
@@ -107,10 +118,12 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
       .OH = static_cast<int>(a.out.size(2)),
       .OW = static_cast<int>(a.out.size(3)),
       .tile_bytes = static_cast<int>(plan.tile),
-      .taps = taps};
+      .taps = taps,
+      .N = static_cast<int>(a.src.size(0)),
+      .walk = plan.walk};
   const char* what = "channels_last window gather";
   if (win_small(plan)) {
-    const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
+    const WinSmallParams<scalar_t> small{params, plan.images, plan.image_groups};
     launch_planned(small_win_kernel<scalar_t>(plan.table_weights), plan.launch, what, small);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
