@@ -4,6 +4,8 @@
 // (win_gather.cuh).
 #include <ATen/cuda/CUDAContext.h>
 
+#include <type_traits>
+
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "win_gather.cuh"
@@ -14,12 +16,19 @@ namespace cuda {
 
 namespace {
 
-template <typename scalar_t>
-auto win_kernel(int classes, bool one_list) {
+// f(kernel) for the kernel of one or four classes, or ONE_LIST (their arguments' types differ: a
+// walking kernel's, win_walks, carry its walk).
+template <typename scalar_t, typename F>
+auto with_win_kernel(int classes, bool one_list, F&& f) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
-  if (one_list) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, true>;
-  return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
+  if (one_list) return f(win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, true>);
+  if (classes == 1) return f(win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1>);
+  return f(win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>);
 }
+
+// The arguments' type of a kernel.
+template <typename P>
+P kernel_params(void (*)(P));
 
 // Several images a block (the kernel's SMALL), with the taps' weights or (table_weights) the tables'.
 template <typename scalar_t>
@@ -47,8 +56,9 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   auto worst_tile = [&] {
     return max_over_halos(halo_k, [&](int ph, int pw) { return tile_bytes(g.TH, g.TW, ph, pw); });
   };
-  auto kernel = win_kernel<scalar_t>(classes, one_list);
-  if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_dynamic_smem(kernel), tile_bytes, halo_k)) return false;
+  auto on_kernel = [&](auto&& f) { return with_win_kernel<scalar_t>(classes, one_list, f); };
+  const int64_t max_smem = on_kernel([](auto kernel) { return int64_t(max_dynamic_smem(kernel)); });
+  if (!choose_fast_tile(g, kVecStartTile, fixed, soft, max_smem, tile_bytes, halo_k)) return false;
   plan->tile = worst_tile();
   win_region(g, p.N * (g.C / CB) * classes);
   // Blocks take their share of the multiprocessor's shared memory at the occupancy they have (up to
@@ -69,7 +79,9 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   const auto small_kernel = small_win_kernel<scalar_t>(one_list);
   const bool small_lists = small && one_list && blocks_by_smem(small_kernel, small_fixed + image) >= kWinBlocks;
   int64_t share =
-      region > plan->tile || (small && !one_list) ? smem_share(kernel, kFastThreads, fixed + plan->tile) - fixed : 0;
+      region > plan->tile || (small && !one_list)
+          ? on_kernel([&](auto kernel) { return smem_share(kernel, kFastThreads, fixed + plan->tile); }) - fixed
+          : 0;
   if (region > plan->tile) plan->tile = std::min(region, share);
   if (small_lists) share = smem_share(small_kernel, kFastThreads, small_fixed + image) - small_fixed;
   plan->images = 1;
@@ -92,14 +104,16 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // each block takes `walk` output tiles in turn over its channel block's tables, in one wave.
   plan->walk = 1;
   if (win_walks<scalar_t, false, false, 1>() && classes == 1 && !plan->one_list && !win_small(*plan)) {
-    const int per_sm = std::min(kWinBlocks, blocks_by_smem(kernel, plan->launch.smem));
+    const int per_sm =
+        std::min(kWinBlocks, on_kernel([&](auto kernel) { return blocks_by_smem(kernel, plan->launch.smem); }));
     const int64_t resident = device_blocks(std::max(per_sm, 1));
     if (plan->launch.grid_x > resident) {
       plan->walk = static_cast<int>(ceil_div(plan->launch.grid_x, resident));
       plan->launch.grid_x = ceil_div(plan->launch.grid_x, int64_t(plan->walk));
     }
   }
-  return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
+  return win_small(*plan) ? launch_fits(small_kernel, plan->launch)
+                          : on_kernel([&](auto kernel) { return launch_fits(kernel, plan->launch); });
 }
 
 template <typename scalar_t>
@@ -118,15 +132,20 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
       .OH = static_cast<int>(a.out.size(2)),
       .OW = static_cast<int>(a.out.size(3)),
       .tile_bytes = static_cast<int>(plan.tile),
-      .taps = taps,
-      .N = static_cast<int>(a.src.size(0)),
-      .walk = plan.walk};
+      .taps = taps};
   const char* what = "channels_last window gather";
   if (win_small(plan)) {
-    const WinSmallParams<scalar_t> small{params, plan.images, plan.image_groups};
+    const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
     launch_planned(small_win_kernel<scalar_t>(plan.table_weights), plan.launch, what, small);
   } else {
-    launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
+    with_win_kernel<scalar_t>(plan.classes, plan.one_list, [&](auto kernel) {
+      if constexpr (std::is_same_v<decltype(kernel_params(kernel)), WinWalkParams<scalar_t>>) {
+        const WinWalkParams<scalar_t> walking{params, static_cast<int>(a.src.size(0)), plan.walk};
+        launch_planned(kernel, plan.launch, what, walking);
+      } else {
+        launch_planned(kernel, plan.launch, what, params);
+      }
+    });
   }
 }
 

@@ -11,8 +11,7 @@ namespace mmo1d {
 namespace cuda {
 
 // The arguments of win_gather_nhwc_kernel, built by its launcher: out has OH x OW pixels; the
-// tables' merged weights, or (tables.segw null) the taps' weights merged by the blocks; the batch N
-// and the output tiles each block walks (walk: win_walks' instances).
+// tables' merged weights, or (tables.segw null) the taps' weights merged by the blocks.
 template <typename scalar_t>
 struct WinGatherParams {
   GatherIO<scalar_t> io;
@@ -21,13 +20,18 @@ struct WinGatherParams {
   int OH, OW;
   int tile_bytes;
   TapWeights<scalar_t> taps;
-  int N, walk;
 };
 
-// The SMALL kernel's: also the images staged together and the groups of them per block.
+// The SMALL kernel's: also the batch, the images staged together and the groups of them per block.
 template <typename scalar_t>
 struct WinSmallParams : WinGatherParams<scalar_t> {
-  int images, groups;
+  int N, images, groups;
+};
+
+// The walking kernel's (win_walks): also the batch and the output tiles each block takes in turn.
+template <typename scalar_t>
+struct WinWalkParams : WinGatherParams<scalar_t> {
+  int N, walk;
 };
 
 // Whether an instance of the kernel has its blocks walk several output tiles of one channel block (the
@@ -52,8 +56,11 @@ __device__ __forceinline__ FastBlock walk_block(const FastGeometry& g, int64_t i
   return b;
 }
 
-template <typename scalar_t, bool SMALL>
-using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherParams<scalar_t>>;
+template <typename scalar_t, bool ONE_LIST, bool SMALL, int OS>
+using WinParams =
+    std::conditional_t<SMALL, WinSmallParams<scalar_t>,
+                       std::conditional_t<win_walks<scalar_t, ONE_LIST, SMALL, OS>(), WinWalkParams<scalar_t>,
+                                          WinGatherParams<scalar_t>>>;
 
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
 // aligned tensors); with OS = 2 the parity class blockIdx.y, whose tables follow the previous
@@ -81,45 +88,30 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false,
           bool TABLE_WEIGHTS = false>
 __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
-    win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
+    win_gather_nhwc_kernel(const WinParams<scalar_t, ONE_LIST, SMALL, OS> params) {
   static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
   static_assert(!TABLE_WEIGHTS || SMALL, "TABLE_WEIGHTS: SMALL over the tables' merged weights");
   const scalar_t* __restrict__ bias = params.io.bias;
-  const SegInfo* __restrict__ info = params.tables.info;
-  const int4* __restrict__ segs = params.tables.segs;
-  const float* __restrict__ segw = params.tables.segw;
-  const int2* __restrict__ halo = params.tables.halo;
   const FastGeometry g = params.g;
   const int OH = params.OH, OW = params.OW;
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int cls = OS == 1 ? 0 : blockIdx.y;
-  const int oa = cls >> 1, ob = cls & 1;
-  info += int64_t(cls) * g.C;
-  halo += int64_t(cls) * g.C;
-  segs += int64_t(cls) * g.C * g.K;
-  segw += int64_t(cls) * g.C * g.K;
-  // Walks (win_walks): items blockIdx.x * walk to blockIdx.x * walk + walk - 1 of the order channel
-  // block, image, tile; a channel block's values and tables are read and staged once, again where the
-  // walk crosses into the next. Other instances: the one item of blockIdx.x (fast_block's order).
-  constexpr bool kWalks = win_walks<scalar_t, ONE_LIST, SMALL, OS>();
-  const int walk = kWalks ? params.walk : 1;
-  const int64_t items = int64_t(params.N) * (g.C / CB) * g.tiles;
-  int last_c0 = -1;
-  for (int it = 0; it < walk; ++it) {
-    const int64_t item = int64_t(blockIdx.x) * walk + it;
-    if (kWalks && item >= items) break;
-    const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] =
-        kWalks && walk > 1 ? walk_block<CB>(g, item, params.N) : fast_block<CB>(g);
-    const bool restage = !kWalks || c0 != last_c0;
-    last_c0 = c0;
-    if (kWalks && it > 0) __syncthreads();  // the last item's reads of the tile, tables and block values done
+  // One item (a tile of one channel block of one image): restage, the block values and tables are
+  // read and staged (else those of the last item stay, its channel block the same).
+  auto run_item = [&](const FastBlock& blk, bool restage) {
+    const auto [c0, n, p0, q0, th, tw, lane, quarter, slot, slots] = blk;
     int64_t n0 = n;
     int images = 1;  // SMALL: the block's images, in groups of params.images
     if constexpr (SMALL) {
       n0 = n * params.images * params.groups;
       images = static_cast<int>(min(int64_t(params.images) * params.groups, params.N - n0));
     }
+    const int cls = OS == 1 ? 0 : blockIdx.y;
+    const int oa = cls >> 1, ob = cls & 1;
+    const SegInfo* __restrict__ info = params.tables.info + int64_t(cls) * g.C;
+    const int4* __restrict__ segs = params.tables.segs + int64_t(cls) * g.C * g.K;
+    const float* __restrict__ segw = params.tables.segw + int64_t(cls) * g.C * g.K;
+    const int2* __restrict__ halo = params.tables.halo + int64_t(cls) * g.C;
 
     // Columns staged beyond the halo (seg_tile_cols' pad): OUTPUTS - 1 a side where a channel's diagonal
     // tasks start outside the tile (and for SMALL, whose clipped tasks read past the plane); none for row
@@ -346,6 +338,23 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
         });
       }
     }
+  };
+  // Walks (win_walks): items blockIdx.x * walk to blockIdx.x * walk + walk - 1 of the order channel
+  // block, image, tile; a channel block's values and tables are read and staged once, again where the
+  // walk crosses into the next. Other instances: the one item of blockIdx.x (fast_block's order).
+  if constexpr (win_walks<scalar_t, ONE_LIST, SMALL, OS>()) {
+    const int64_t items = int64_t(params.N) * (g.C / CB) * g.tiles;
+    int last_c0 = -1;
+    for (int it = 0; it < params.walk; ++it) {
+      const int64_t item = int64_t(blockIdx.x) * params.walk + it;
+      if (item >= items) break;
+      const FastBlock blk = params.walk > 1 ? walk_block<CB>(g, item, params.N) : fast_block<CB>(g);
+      if (it > 0) __syncthreads();  // the last item's reads of the tile, tables and block values done
+      run_item(blk, blk.c0 != last_c0);
+      last_c0 = blk.c0;
+    }
+  } else {
+    run_item(fast_block<CB>(g), true);
   }
 }
 
