@@ -20,7 +20,8 @@ TINY = ['--device', 'cpu', '--batch', '1', '--channels', '16', '--sizes', '9', '
 @pytest.mark.parametrize('argv, kind', [
     ([], 'gpu'), (['--device', 'cpu'], 'cpu'), (['--rounding', 'bilinear', 'gaussian'], 'interp'),
     (['--rounding', 'floor', '--device', 'cpu'], 'interp'), (['--passes', 'fwd', 'bwd_weight'], 'passes'),
-    (['--host-time', '--rounding', 'bilinear'], 'host'), (['--passes', 'fwdbwd'], 'gpu')])
+    (['--host-time', '--rounding', 'bilinear'], 'host'), (['--passes', 'fwdbwd'], 'gpu'),
+    (['--passes', 'fwd', '--kernel-times'], 'passes'), (['--rounding', 'bilinear', '--kernel-times'], 'passes')])
 def test_options_select_the_measurement(argv, kind):
     assert bench.parse_args(argv).measurement == kind
 
@@ -58,7 +59,7 @@ def test_defaults_of_each_measurement():
     (['--ab', 'old', '--records-out', 'x.json'], 'leave out --records-out'),
     (['--rounds', '0'], 'must be >= 1'),
     (['--strides', '2'], 'gpu measurements run at stride 1'),
-    (['--kernel-times'], '--kernel-times: gpu measurements time whole calls'),
+    (['--host-time', '--kernel-times'], '--kernel-times: host measurements time whole calls'),
     (['--passes', 'bwd_weight', '--kernel-times', '--device', 'cpu'], 'it needs --device cuda'),
     (['--passes', 'bwd_weight', '--kernel-steps', '0'], '--kernel-steps must be >= 1, got 0'),
     (['--passes', 'bwd_input', '--strides', '0'], '--strides must be >= 1, got 0'),

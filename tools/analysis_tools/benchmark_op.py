@@ -14,10 +14,11 @@ each call after a warm-up, the cases of a group in interleaved rounds, median re
   tensors and angles (learnable angles for the interpolations), with the ratios and their targets;
   ``<out-dir>/interp_speed_<tag>.json`` and ``.md``, ``interp_speed_jitter0_<tag>`` with
   ``--angle-jitter 0`` (:mod:`mmo1d.benchmark.op_interp`).
-* ``--passes`` naming ``bwd_input`` or ``bwd_weight``: each pass of the op alone per rounding, with
-  its kernel path; ``<out-dir>/op_passes_<tag>.json`` and ``.md``, ``interp_passes_<tag>`` with an
-  interpolated rounding (:mod:`mmo1d.benchmark.op_passes`). ``--kernel-times`` adds the kernels' own
-  device time per call (torch.profiler), free of the host's launch latency that the event times hold.
+* ``--passes`` naming ``bwd_input`` or ``bwd_weight``, or ``--kernel-times``: each pass of the op alone
+  per rounding, with its kernel path; ``<out-dir>/op_passes_<tag>.json`` and ``.md``,
+  ``interp_passes_<tag>`` with an interpolated rounding (:mod:`mmo1d.benchmark.op_passes`).
+  ``--kernel-times`` adds the kernels' own device time per call (torch.profiler), free of the host's
+  launch latency that the event times hold (``--passes fwd --kernel-times``: the forward alone).
 * ``--host-time``: host microseconds per call against ``torch.conv2d`` on a small tensor;
   ``<out-dir>/op_host_time_<tag>.json`` and ``.md`` (:mod:`mmo1d.benchmark.op_host`).
 * ``--ab OLD_TREE`` with any of the above: the same measurement of an earlier source tree's build
@@ -113,9 +114,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                       'bwd_weight time the compiled gradient ops alone (default: fwd fwdbwd)')
     what.add_argument('--host-time', action='store_true', help='host microseconds per call instead of device time')
     what.add_argument('--kernel-times', action='store_true',
-                      help='per pass only: after the rounds, profile --kernel-steps calls of every case '
-                      '(torch.profiler) and record the device time of the kernels they launch (kernel_ms), '
-                      'without the host\'s launch latency; with --ab, compared as a measure of its own')
+                      help='per pass (selects that measurement): after the rounds, profile --kernel-steps calls '
+                      'of every case (torch.profiler) and record the device time of the kernels they launch '
+                      '(kernel_ms), without the host\'s launch latency; with --ab, compared as a measure of its own')
     what.add_argument('--kernel-steps', type=int, default=20, help='profiled calls per case (default: 20)')
     what.add_argument('--ab', metavar='OLD_TREE', help='also time the build of this source tree (extension built in '
                       'place), alternating with this one in separate processes')
@@ -167,7 +168,7 @@ def measurement(args: argparse.Namespace) -> str:
     """What the options ask for: ``host``, ``passes``, ``interp``, ``cpu`` or ``gpu``."""
     if args.host_time:
         return 'host'
-    if set(args.passes or ()) & {'bwd_input', 'bwd_weight'}:
+    if set(args.passes or ()) & {'bwd_input', 'bwd_weight'} or args.kernel_times:
         return 'passes'
     if set(args.rounding) - {'trunc'}:
         return 'interp'
@@ -188,8 +189,8 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.ab and (args.records_out or args.readme_table):
         parser.error('--ab runs the measurement itself: leave out --records-out and --readme-table')
     if args.kernel_times and kind != 'passes':
-        parser.error(f'--kernel-times: {kind} measurements time whole calls; per-pass measurements take '
-                     '--kernel-times (name bwd_input or bwd_weight in --passes)')
+        parser.error(f'--kernel-times: {kind} measurements time whole calls; per-pass measurements (without '
+                     '--host-time) take --kernel-times')
     if args.kernel_times and args.device != 'cuda':
         parser.error('--kernel-times profiles CUDA kernels: it needs --device cuda')
     if args.kernel_steps < 1:
