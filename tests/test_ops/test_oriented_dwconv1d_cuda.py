@@ -204,26 +204,32 @@ def test_channels_last_large_batch_tiles(dtype, angles, stride):
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize('angles', ['groups16', 'groups12'])
-def test_channels_last_blocks_walking_tiles(dtype, angles):
+@pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
+def test_channels_last_blocks_walking_tiles(dtype, angles, rounding):
     """A grid of more 16-bit window-gather blocks than a GPU of up to 132 multiprocessors runs at once:
     each block walks several output tiles of one channel block over tables staged once, and a walk
     that crosses into the next channel block reads and stages that block's (37 images of 6 channel
     blocks, 148 or more tiles a channel block); groups16: six angles of 16 channels, every block's
-    channels share one segment list; groups12: the models' 8 directions, blocks that straddle two.
-    Output and input gradient of every image against the reference."""
+    channels share one segment list; groups12: the models' 8 directions, blocks that straddle two;
+    bilinear: the interpolated taps' united lists (the kernel's ONE_LIST), every channel's angle moved a
+    little. Output and input gradient of every image against the reference."""
     n, c, h, w, k = 37, 96, 56, 56, 31
     x, weight, _, bias = make_inputs(n, c, h, w, k, seed=7)
     if angles == 'groups16':
         theta = torch.tensor([0.0, 22.5, 45.0, 67.5, 90.0, 157.5]).deg2rad().repeat_interleave(c // 6)
     else:
         theta = oriented_angles(c)
+    if rounding == 'bilinear':
+        theta = theta + torch.linspace(-0.02, 0.02, c)
     grad_out = torch.randn(n, c, h, w, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     xg = x.to('cuda', dtype).contiguous(memory_format=torch.channels_last)
-    assert oriented_dwconv1d_path(xg, weight.to('cuda', dtype), 1, theta=theta.cuda()) == 'win_gather'
+    path = oriented_dwconv1d_path(xg, weight.to('cuda', dtype), 1, theta=theta.cuda(), rounding=rounding)
+    assert path == ('win_gather' if rounding == 'trunc' else 'interp_win')
     out, gx, _, _ = forward_backward(xg, weight.to('cuda', dtype), theta.cuda(), bias.to('cuda', dtype),
-                                     grad_out.to('cuda', dtype).contiguous(memory_format=torch.channels_last))
+                                     grad_out.to('cuda', dtype).contiguous(memory_format=torch.channels_last),
+                                     rounding=rounding)
     xr = x.requires_grad_()
-    ref = oriented_dwconv1d_reference(xr, weight, theta, bias)
+    ref = oriented_dwconv1d_reference(xr, weight, theta, bias, rounding=rounding)
     ref.backward(grad_out)
     assert rel_err(out, ref) < RTOL[dtype]
     assert rel_err(gx, xr.grad) < RTOL[dtype]

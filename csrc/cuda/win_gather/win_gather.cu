@@ -103,7 +103,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   // The kernel's walks (win_walks): where the grid holds more blocks than the device runs at once,
   // each block takes `walk` output tiles in turn over its channel block's tables, in one wave.
   plan->walk = 1;
-  if (win_walks<scalar_t, false, false, 1>() && classes == 1 && !plan->one_list && !win_small(*plan)) {
+  if (win_walks<scalar_t, false, 1>() && classes == 1 && !win_small(*plan)) {
     const int per_sm =
         std::min(kWinBlocks, on_kernel([&](auto kernel) { return blocks_by_smem(kernel, plan->launch.smem); }));
     const int64_t resident = device_blocks(std::max(per_sm, 1));

@@ -35,10 +35,11 @@ struct WinWalkParams : WinGatherParams<scalar_t> {
 };
 
 // Whether an instance of the kernel has its blocks walk several output tiles of one channel block (the
-// 16-bit sub-tile gathers of one class): the tables are read and staged once per channel block.
-template <typename scalar_t, bool ONE_LIST, bool SMALL, int OS>
+// 16-bit sub-tile gathers of one class, ONE_LIST's too): the tables are read and staged once per
+// channel block.
+template <typename scalar_t, bool SMALL, int OS>
 constexpr bool win_walks() {
-  return !ONE_LIST && !SMALL && OS == 1 && sizeof(scalar_t) == 2;
+  return !SMALL && OS == 1 && sizeof(scalar_t) == 2;
 }
 
 // Item `item` of a walk: channel block item / (N tiles), then image, then tile (fast_block's fields).
@@ -59,7 +60,7 @@ __device__ __forceinline__ FastBlock walk_block(const FastGeometry& g, int64_t i
 template <typename scalar_t, bool ONE_LIST, bool SMALL, int OS>
 using WinParams =
     std::conditional_t<SMALL, WinSmallParams<scalar_t>,
-                       std::conditional_t<win_walks<scalar_t, ONE_LIST, SMALL, OS>(), WinWalkParams<scalar_t>,
+                       std::conditional_t<win_walks<scalar_t, SMALL, OS>(), WinWalkParams<scalar_t>,
                                           WinGatherParams<scalar_t>>>;
 
 // One block: image n, a tile of the source plane's task positions, CB channels (C % CB == 0, 16-byte
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
   // Walks (win_walks): items blockIdx.x * walk to blockIdx.x * walk + walk - 1 of the order channel
   // block, image, tile; a channel block's values and tables are read and staged once, again where the
   // walk crosses into the next. Other instances: the one item of blockIdx.x (fast_block's order).
-  if constexpr (win_walks<scalar_t, ONE_LIST, SMALL, OS>()) {
+  if constexpr (win_walks<scalar_t, SMALL, OS>()) {
     const int64_t items = int64_t(params.N) * (g.C / CB) * g.tiles;
     int last_c0 = -1;
     for (int it = 0; it < params.walk; ++it) {
