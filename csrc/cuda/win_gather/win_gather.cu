@@ -126,6 +126,7 @@ bool WinGather::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass == Pass::kWeightGrad || !p.nhwc || !p.aligned || p.C % CB != 0) return false;
   const bool classes4 = p.stride == 2 && pass == Pass::kInputGrad;
   if (p.stride != 1 && !classes4) return false;
+  if (!classes4 && p.H <= 32 && p.W <= 32) return false;  // the vector gather takes the planes one block covers
   plan->path = classes4 ? "win_gather_classes" : "win_gather";
   return plan_win_gather<scalar_t>(p, p.K, classes4 ? class_halo_k(p.K) : p.K, kVecGatherBudget, classes4 ? 4 : 1,
                                    plan);
