@@ -5,7 +5,7 @@
 // library (mmo1d/ops/_ext.py), need no symbol of mmo1d._C.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

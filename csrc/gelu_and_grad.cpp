@@ -2,6 +2,10 @@
 // cuda/gelu/gelu_and_grad_cuda.cu. No autograd kernel: the op runs inside oriented_dwconv1d_gelu.
 #include "gelu_and_grad.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
 #include <torch/library.h>
 
 #include <string>

@@ -8,7 +8,7 @@
 // without grad or bias; dbias is in bias's dtype, summed in float32 (float64) from dpre as rounded.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <tuple>
 

@@ -12,7 +12,11 @@
 // library (mmo1d/ops/_ext.py), need no symbol of mmo1d._C.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addcmul.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
 
 #include <array>
 #include <cmath>

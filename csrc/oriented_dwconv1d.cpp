@@ -8,6 +8,7 @@
 #include "oriented_dwconv1d.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/gelu.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 

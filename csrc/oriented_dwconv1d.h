@@ -8,7 +8,8 @@
 // angle, rounded to nearest from a double evaluation, so every device computes identical offsets.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/promote_types.h>
 
 #include <algorithm>
 #include <cfloat>

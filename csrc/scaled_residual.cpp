@@ -4,6 +4,11 @@
 #include "scaled_residual.h"
 
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addcmul.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/promote_types.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 

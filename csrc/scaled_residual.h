@@ -6,7 +6,7 @@
 // gradient is written in the branch's dtype, the bias's is the float32 sum of grad * scale.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <array>
 #include <tuple>

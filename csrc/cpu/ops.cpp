@@ -9,6 +9,7 @@
 // ('bilinear', 'gaussian') become the entries of an InterpPlan (interp_plan.h) that the same
 // kernels run as they are; the weight and angle gradients are contracted from the entries'
 // gradients (with the angles in float64 for float64 calls).
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <vector>

@@ -8,7 +8,7 @@
 // merged[run.w0 + e * run.len() + (c - run.c0)] for entry e (counted within the run) of channel c.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <vector>

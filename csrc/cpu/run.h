@@ -4,7 +4,9 @@
 // weights w.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <vector>
 

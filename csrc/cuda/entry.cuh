@@ -2,7 +2,9 @@
 // device guard, the call's Problem, and planning and running a pass through the dispatcher.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <climits>

@@ -9,8 +9,11 @@
 // the rows it visits (grid-stride), the warp adds its groups with shuffles and writes one partial
 // row per warp; a second kernel adds the partial rows of both sums in a fixed order (deterministic, no
 // atomics) and writes the weight and bias gradients.
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 

@@ -25,7 +25,9 @@
 //   written to a workspace, then a second kernel adds them in a fixed order: bitwise deterministic.
 // * dispatch.cu picks the path of each call from its plan (plan.cuh); every launch is checked
 //   against the device's limits for its kernel first (launch.cuh).
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 

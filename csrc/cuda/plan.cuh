@@ -13,7 +13,7 @@
 // list in families.cuh whose plan succeeds.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <initializer_list>

@@ -2,7 +2,7 @@
 // reductions.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <cuda_runtime.h>
 #include <cstdint>
 

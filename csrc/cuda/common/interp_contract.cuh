@@ -6,8 +6,9 @@
 //   dtheta[c] = sum_t w[c, t] sum_m dcoef[c, t, m] G[c, point of sample (t, m)].
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "interp_tables.cuh"
 

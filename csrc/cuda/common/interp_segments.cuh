@@ -6,8 +6,9 @@
 // axes and the diagonals, a run of a few points per row.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "interp_tables.cuh"
 #include "tables.cuh"

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "../../interp.h"
 #include "../../kept_tables.h"

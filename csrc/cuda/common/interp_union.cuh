@@ -7,8 +7,9 @@
 // union would not fit a table row keeps its channels' own lists.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "interp_segments.cuh"
 #include "interp_tables.cuh"

@@ -5,7 +5,7 @@
 // taps' tables, which a training forward keeps for its own backward (call_tables).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <string>

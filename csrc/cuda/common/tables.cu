@@ -2,6 +2,7 @@
 // (built by one small kernel, one thread per channel and parity class, the first time a theta buffer
 // is seen), the merged weights by one small kernel per call (one thread per table entry and point).
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "launch.cuh"
 #include "table_cache.cuh"

@@ -4,7 +4,7 @@
 // theta and the weight; the host builders are defined in tables.cu.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <climits>
 #include "../../oriented_dwconv1d.h"
 #include "common.cuh"

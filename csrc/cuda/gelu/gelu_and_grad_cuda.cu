@@ -10,8 +10,10 @@
 // Each element's arithmetic is ATen's exact GELU and its gradient (ActivationGeluKernel.cu,
 // GeluType::None) written as ATen writes them, so that nvcc compiles the same operations (its FMA
 // contraction included): the values of at::gelu and at::gelu_backward at the same float32 x.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAMathCompat.h>
 #include <torch/library.h>

@@ -3,6 +3,7 @@
 // names the shape and the device limit it exceeds.
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "../common/tiling.cuh"
 #include "../common/wgrad_reduce.cuh"

@@ -3,7 +3,7 @@
 // the rounded taps, the interpolated family (interp.cu) on the samples of its taps.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "../common/tables.cuh"
 #include "../plan.cuh"

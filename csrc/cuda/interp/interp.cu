@@ -6,6 +6,7 @@
 // the samples' coefficients and derivatives, by ATen reductions of fixed order (deterministic).
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include "../common/interp_contract.cuh"
 #include "../common/interp_tables.cuh"

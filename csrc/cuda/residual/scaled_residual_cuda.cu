@@ -4,9 +4,11 @@
 // and the innermost extent allow it. Each element: fmaf(branch (+ bias), scale, shortcut) in float32,
 // rounded once to the output dtype. ATen's addcmul takes the broadcast scale through its strided
 // kernel with a cast per element. The channels_last backward: residual_backward_kernels.cuh.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 

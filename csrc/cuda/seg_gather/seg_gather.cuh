@@ -3,7 +3,7 @@
 // segment family (interp_seg.cu) on those of its taps' samples.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "../common/tables.cuh"
 #include "../common/tap_weights.cuh"

@@ -4,7 +4,7 @@
 // (interp_vec.cu) on the points of its taps' samples.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "../common/tables.cuh"
 #include "../plan.cuh"

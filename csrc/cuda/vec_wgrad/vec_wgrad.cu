@@ -2,6 +2,7 @@
 // and, per parity class, at stride 2; its planning and launch for any table of points
 // (vec_wgrad.cuh).
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
 
 #include <iterator>
 #include <utility>

@@ -4,7 +4,7 @@
 // (interp_win.cu) on those of its taps' samples.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "../common/tables.cuh"
 #include "../common/tap_weights.cuh"
