@@ -39,8 +39,18 @@ int64_t wgrad_fixed_bytes(int K, bool nhwc) {
   return align16(sizeof(int) * K * cb) + align16(sizeof(acc_t) * K * cb * warps);
 }
 
-inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc) {
-  return extent(g.TH, g.a, g.P) * extent(g.TW, g.a, g.P) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+// Extent of the dy tile that the input gradient at stride 2 stages by parity class (dy itself, not
+// upsampled) for an output tile of T rows with halo P in the upsampled plane, at any origin: T / 2 + 1
+// rows of the outputs' own, (P + 1) / 2 a side.
+inline int64_t class_extent(int T, int P) {
+  return T / 2 + 1 + 2 * ((P + 1) / 2);
+}
+
+// The staged tile of a general block (classes: the input gradient at stride 2 by parity class).
+inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc, bool classes = false) {
+  const int64_t rows = classes ? class_extent(g.TH, g.P) : extent(g.TH, g.a, g.P);
+  const int64_t cols = classes ? class_extent(g.TW, g.P) : extent(g.TW, g.a, g.P);
+  return rows * cols * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
 }
 
 // Halves the longer side of a TH x TW tile (TH on a tie) until bytes(TH, TW) is within `soft` (no
@@ -59,7 +69,8 @@ void halve_to_budget(int* TH, int* TW, int64_t soft, int64_t hard, int min_side,
 // Picks the output tile so that the worst-case (halo P) shared-memory tile stays within a soft
 // budget that leaves room for several blocks per multiprocessor, or at least within `hard` (fixed
 // bytes included). Returns false when not even a single output fits.
-inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t fixed_bytes, int64_t hard_total) {
+inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t fixed_bytes, int64_t hard_total,
+                        bool classes = false) {
   const int P = g.P;
   const int64_t hard = hard_total - fixed_bytes;
   const int64_t soft = std::min<int64_t>(hard, kGeneralBudget - fixed_bytes);
@@ -75,7 +86,10 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
     TH = std::min(g.Ho, kNchwMaxTile);
     TW = std::min(g.Wo, kNchwMaxTile);
   }
-  auto bytes = [&](int th, int tw) { return extent(th, g.a, P) * extent(tw, g.a, P) * per_elem; };
+  auto bytes = [&](int th, int tw) {
+    return classes ? class_extent(th, P) * class_extent(tw, P) * per_elem
+                   : extent(th, g.a, P) * extent(tw, g.a, P) * per_elem;
+  };
   halve_to_budget(&TH, &TW, soft, hard, kGeneralMinTile, bytes);
   g.TH = TH;
   g.TW = TW;

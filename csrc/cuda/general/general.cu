@@ -9,6 +9,7 @@
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"
 #include "general.cuh"
+#include "general_classes_kernel.cuh"
 #include "general_kernel.cuh"
 #include "general_wgrad_kernel.cuh"
 
@@ -66,17 +67,20 @@ GatherGeometry gather_geometry(const Problem& p, Pass pass, int rows, int halo) 
 template <typename scalar_t>
 bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
   using acc_t = at::opmath_type<scalar_t>;
-  const int64_t fixed = gather_fixed_bytes<acc_t>(g.K, nhwc);
   if (nhwc) {
-    auto kernel = gather_nhwc_kernel<scalar_t, acc_t>;
-    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+    // The input gradient at stride 2 by parity class: four lists of points, dy staged as it is.
+    const bool classes = g.up == 2;
+    const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, true);
+    auto kernel = classes ? gather_nhwc_classes_kernel<scalar_t, acc_t> : gather_nhwc_kernel<scalar_t, acc_t>;
+    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel), classes)) return false;
     plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
-                               fixed + tile_bytes(g, sizeof(acc_t), true)};
+                               fixed + tile_bytes(g, sizeof(acc_t), true, classes)};
     plan->path = "general_gather_nhwc";
-    plan->variant = 1;
+    plan->variant = classes ? 2 : 1;
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
+  const int64_t fixed = gather_fixed_bytes<acc_t>(g.K, false);
   auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
   if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
   plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, nchw_threads(g), fixed + tile_bytes(g, sizeof(acc_t), false)};
@@ -107,10 +111,13 @@ bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan
 template <typename scalar_t, typename acc_t>
 void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                    const PointTableView<acc_t>& tables) {
-  const bool nhwc = plan.variant == 1;
-  launch_planned(nhwc ? gather_nhwc_kernel<scalar_t, acc_t> : gather_nchw_kernel<scalar_t, acc_t>, plan.launch,
-                 nhwc ? "general channels_last gather" : "general NCHW gather", src.data_ptr<scalar_t>(),
-                 out.data_ptr<scalar_t>(), bias, tables.off, tables.w, tables.npts, tables.halo, plan.gg);
+  static constexpr const char* kNames[] = {"general NCHW gather", "general channels_last gather",
+                                           "general channels_last gather by parity class"};
+  const auto kernel = plan.variant == 2   ? gather_nhwc_classes_kernel<scalar_t, acc_t>
+                      : plan.variant == 1 ? gather_nhwc_kernel<scalar_t, acc_t>
+                                          : gather_nchw_kernel<scalar_t, acc_t>;
+  launch_planned(kernel, plan.launch, kNames[plan.variant], src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias,
+                 tables.off, tables.w, tables.npts, tables.halo, plan.gg);
 }
 
 template <typename scalar_t, typename acc_t>
