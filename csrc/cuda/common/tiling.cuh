@@ -77,8 +77,8 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
   const int64_t per_elem = static_cast<int64_t>(elem_bytes) * (nhwc ? kNhwcChannels : 1);
   int TH, TW;
   if (nhwc) {
-    TH = std::min(g.Ho, kNhwcTile);
-    TW = std::min(g.Wo, kNhwcTile);
+    TH = std::min(g.Ho, classes ? kNhwcClassTile : kNhwcTile);
+    TW = std::min(g.Wo, classes ? kNhwcClassTile : kNhwcTile);
   } else if (int64_t(g.Ho) * g.Wo <= int64_t(kNchwMaxTile) * kNchwMaxTile) {
     TH = g.Ho;
     TW = g.Wo;

@@ -19,6 +19,7 @@ constexpr int kNhwcChannels = 8;    // channels per NHWC block
 template <typename scalar_t>
 constexpr int kNhwcGatherMinBlocks = sizeof(scalar_t) == 4 ? 4 : (sizeof(scalar_t) == 2 ? 3 : 2);
 constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
+constexpr int kNhwcClassTile = 32;  // ... of the input gradient at stride 2 by parity class (16 x 16 of a class)
 constexpr int kNchwMaxTile = 64;    // NCHW tile side when a plane has more than 64x64 outputs
 constexpr int kGeneralMinTile = 4;  // the soft budget never halves a general tile below 4 a side
 
