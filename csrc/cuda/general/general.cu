@@ -68,15 +68,21 @@ template <typename scalar_t>
 bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
   using acc_t = at::opmath_type<scalar_t>;
   if (nhwc) {
-    // The input gradient at stride 2 by parity class: four lists of points, dy staged as it is.
-    const bool classes = g.up == 2;
+    // At stride 2 the input gradient goes by parity class (four lists of points, dy staged as it is),
+    // the forward over x's phase planes.
+    const GeneralStaging staging = g.up == 2   ? GeneralStaging::kClasses
+                                   : g.a == 2 ? GeneralStaging::kPhases
+                                              : GeneralStaging::kPlain;
+    const bool classes = staging == GeneralStaging::kClasses;
     const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, true);
-    auto kernel = classes ? gather_nhwc_classes_kernel<scalar_t, acc_t> : gather_nhwc_kernel<scalar_t, acc_t>;
-    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel), classes)) return false;
+    auto kernel = classes                                 ? gather_nhwc_classes_kernel<scalar_t, acc_t>
+                  : staging == GeneralStaging::kPhases ? gather_nhwc_phases_kernel<scalar_t, acc_t>
+                                                        : gather_nhwc_kernel<scalar_t, acc_t>;
+    if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel), staging)) return false;
     plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
-                               fixed + tile_bytes(g, sizeof(acc_t), true, classes)};
+                               fixed + tile_bytes(g, sizeof(acc_t), true, staging)};
     plan->path = "general_gather_nhwc";
-    plan->variant = classes ? 2 : 1;
+    plan->variant = 1 + static_cast<int>(staging);
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
@@ -111,9 +117,12 @@ bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan
 template <typename scalar_t, typename acc_t>
 void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                    const PointTableView<acc_t>& tables) {
+  // Variants: 0 NCHW, then channels_last by GeneralStaging (1 + its value).
   static constexpr const char* kNames[] = {"general NCHW gather", "general channels_last gather",
-                                           "general channels_last gather by parity class"};
-  const auto kernel = plan.variant == 2   ? gather_nhwc_classes_kernel<scalar_t, acc_t>
+                                           "general channels_last gather by parity class",
+                                           "general channels_last gather over phase planes"};
+  const auto kernel = plan.variant == 3   ? gather_nhwc_phases_kernel<scalar_t, acc_t>
+                      : plan.variant == 2 ? gather_nhwc_classes_kernel<scalar_t, acc_t>
                       : plan.variant == 1 ? gather_nhwc_kernel<scalar_t, acc_t>
                                           : gather_nchw_kernel<scalar_t, acc_t>;
   launch_planned(kernel, plan.launch, kNames[plan.variant], src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias,

@@ -1,4 +1,7 @@
-// The general channels_last input gradient at stride 2, by parity class. The gather over dy
+// The general channels_last kernels at stride 2: the forward over x's phase planes, the input
+// gradient by parity class.
+//
+// The input gradient: the gather over dy
 // upsampled by 2 reads a nonzero value for an output of parity class (a, b) (the parities of its row
 // and column) only at the points of the same parities, so each class walks a list of its own points,
 // and the block stages dy itself, not its upsampled zeros: output row P reads dy row
@@ -128,6 +131,136 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
         if (t < nout) {
           const auto [u, v] = div_c.divmod(t);
           op[(int64_t(p0 + ps + 2 * u) * g.Wo + q0 + qs + 2 * v) * g.C] = static_cast<scalar_t>(acc[r]);
+        }
+      }
+    }
+  }
+}
+
+// Stages x's four phase planes x[kh::2, kw::2] (plane 2 kh + kw) of a forward block at stride 2, each
+// EH x EW pixels of CB channels: plane pixel (r, c) is x[2 (R0 + r) + kh, 2 (C0 + c) + kw], zero outside
+// the image; 16-byte vector loads where the pixels' channels are aligned (as stage_tile_nhwc).
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void stage_phase_planes_nhwc(acc_t* __restrict__ S, const scalar_t* __restrict__ src,
+                                                        int C, int Hs, int Ws, int R0, int C0, int EH, int EW,
+                                                        int channels_left) {
+  constexpr int CB = kNhwcChannels;
+  constexpr int kPix = 4;
+  constexpr int kVec = 16 / sizeof(scalar_t) < CB ? 16 / sizeof(scalar_t) : CB;
+  constexpr int kChunks = CB / kVec;
+  const int64_t row_stride = int64_t(Ws) * C;
+  const int plane = EH * EW, total = kParityClasses * plane;
+  const FastDiv div_plane(plane), div_ew(EW);
+  const auto source = [&](int pix, int* i, int* j) {
+    const auto [k, rem] = div_plane.divmod(pix);
+    const auto [r, c] = div_ew.divmod(rem);
+    *i = 2 * (R0 + r) + (k >> 1);
+    *j = 2 * (C0 + c) + (k & 1);
+    return *i >= 0 && *j >= 0 && *i < Hs && *j < Ws;
+  };
+  const bool vec =
+      channels_left >= CB && ((reinterpret_cast<uintptr_t>(src) | (uintptr_t(C) * sizeof(scalar_t))) & 15) == 0;
+  if (!vec) {
+    for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
+      const int pix = e / CB, k = e % CB;
+      int i, j;
+      const bool ok = source(pix, &i, &j) && k < channels_left;
+      S[e] = ok ? static_cast<acc_t>(src[i * row_stride + int64_t(j) * C + k]) : acc_t(0);
+    }
+    return;
+  }
+  union Pixel {
+    uint4 raw[kChunks];
+    scalar_t v[CB];
+  };
+  Pixel px[kPix];
+  batched_staging<kPix>(
+      total,
+      [&](int b, int pix) {
+        int i, j;
+        const bool ok = pix < total && source(pix, &i, &j);
+#pragma unroll
+        for (int u = 0; u < kChunks; ++u) {
+          px[b].raw[u] =
+              ok ? reinterpret_cast<const uint4*>(src + i * row_stride + int64_t(j) * C)[u] : make_uint4(0, 0, 0, 0);
+        }
+      },
+      [&](int b, int pix) {
+#pragma unroll
+        for (int k = 0; k < CB; ++k) S[pix * CB + k] = static_cast<acc_t>(px[b].v[k]);
+      });
+}
+
+// The forward at stride 2 over the phase planes: output P reads x's row 2 P + dh = 2 (P + (dh >> 1)) +
+// (dh & 1), a whole-pixel offset in plane dh & 1, so neighbouring outputs read neighbouring staged pixels
+// (over the plain tile they read two pixels apart: two-way bank conflicts). A plane holds rows
+// P0 - ceil(ph / 2) to P0 + th - 1 + floor(ph / 2): th + ph of them. The points keep their order, so the
+// sums are gather_nhwc_kernel's.
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
+    gather_nhwc_phases_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                              const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
+                              const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
+                              const int2* __restrict__ thalo, const GatherGeometry g) {
+  constexpr int CB = kNhwcChannels;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int groups = (g.C + CB - 1) / CB;
+  const int tile = blockIdx.x % g.tiles;
+  const int cg = (blockIdx.x / g.tiles) % groups;
+  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  const auto [p0, q0, th, twd] = output_tile(g, tile);
+  const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
+  const int c = cg * CB + cl;
+
+  __shared__ int s_np, s_ph, s_pw;
+  block_extent(tnpts, thalo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  __syncthreads();
+  const int np = s_np, lh = (s_ph + 1) / 2, lw = (s_pw + 1) / 2;
+  const int EH = th + s_ph, EW = twd + s_pw;
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    int2 o = make_int2(0, 0);
+    acc_t w = acc_t(0);
+    if (ch < g.C && j < tnpts[ch]) {
+      o = toff[int64_t(ch) * g.K + j];
+      w = tw[int64_t(ch) * g.K + j];
+    }
+    const int plane = 2 * (o.x & 1) + (o.y & 1);
+    soff[e] = ((plane * EH + (o.x >> 1) + lh) * EW + (o.y >> 1) + lw) * CB;
+    sw[e] = w;
+  }
+  const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
+  stage_phase_planes_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, p0 - lh, q0 - lw, EH, EW, g.C - cg * CB);
+  __syncthreads();
+  const acc_t b = (bias != nullptr && c < g.C) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+  const int nout = th * twd;
+  const FastDiv div_tw(twd);
+  const int slots = blockDim.x / CB;
+  scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
+  for (int base = 0; base < nout; base += slots * kPerThread) {
+    int sb[kPerThread];
+    acc_t acc[kPerThread];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int o = base + r * slots + slot;
+      const auto [p, q] = div_tw.divmod(o);
+      sb[r] = o < nout ? (p * EW + q) * CB + cl : cl;
+      acc[r] = b;
+    }
+    for (int j = 0; j < np; ++j) {
+      const int so = soff[j * CB + cl];
+      const acc_t wj = sw[j * CB + cl];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+    }
+    if (c < g.C) {
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) {
+        const int o = base + r * slots + slot;
+        if (o < nout) {
+          const auto [p, q] = div_tw.divmod(o);
+          op[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C] = static_cast<scalar_t>(acc[r]);
         }
       }
     }
