@@ -100,16 +100,20 @@ template <typename scalar_t>
 bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t fixed = wgrad_fixed_bytes<acc_t>(g.K, nhwc);
-  const auto kernel = nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>;
-  if (!choose_tile(g, nhwc, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  const bool phases = nhwc && g.a == 2;  // x's phase planes at stride 2
+  const GeneralStaging staging = phases ? GeneralStaging::kPhases : GeneralStaging::kPlain;
+  const auto kernel = phases ? wgrad_nhwc_kernel<scalar_t, acc_t, true>
+                      : nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t>
+                             : wgrad_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, nhwc, sizeof(acc_t), fixed, max_dynamic_smem(kernel), staging)) return false;
   const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
   const int chunks = ceil_div(p.N, plan->chunk);
   plan->parts = g.tiles * chunks;
   plan->launch = LaunchShape{cgroups * g.tiles * chunks, 1, nhwc ? kNhwcThreads : nchw_threads(g),
-                             fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
+                             fixed + tile_bytes(g, sizeof(acc_t), nhwc, staging)};
   plan->path = nhwc ? "general_wgrad_nhwc" : "general_wgrad_nchw";
-  plan->variant = nhwc ? 1 : 0;
+  plan->variant = nhwc ? 1 + static_cast<int>(staging) : 0;  // as the gathers' variants
   plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
@@ -138,9 +142,14 @@ at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at
   const GeneralWgradParams<scalar_t, acc_t> params{.io = wgrad_operands<scalar_t, acc_t>(x, dy, partial, plan.chunk),
                                                    .tables = tables.wgrad(),
                                                    .g = g};
-  const bool nhwc = plan.variant == 1;
-  launch_planned(nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>, plan.launch,
-                 nhwc ? "general channels_last weight-gradient" : "general NCHW weight-gradient", params);
+  const auto kernel = plan.variant == 3   ? wgrad_nhwc_kernel<scalar_t, acc_t, true>
+                      : plan.variant == 1 ? wgrad_nhwc_kernel<scalar_t, acc_t>
+                                          : wgrad_nchw_kernel<scalar_t, acc_t>;
+  launch_planned(kernel, plan.launch,
+                 plan.variant == 3   ? "general channels_last weight-gradient over phase planes"
+                 : plan.variant == 1 ? "general channels_last weight-gradient"
+                                     : "general NCHW weight-gradient",
+                 params);
   return partial;
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "../common/launch.cuh"
+#include "general_classes_kernel.cuh"
 #include "general_kernel.cuh"
 
 namespace mmo1d {
@@ -79,7 +80,9 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
   }
 }
 
-template <typename scalar_t, typename acc_t>
+// PHASES (stride 2): x staged as its four phase planes (gather_nhwc_phases_kernel), so that neighbouring
+// outputs read neighbouring staged pixels; the points and their sums in the same order.
+template <typename scalar_t, typename acc_t, bool PHASES = false>
 __global__ void __launch_bounds__(kNhwcThreads)
     wgrad_nhwc_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
   const scalar_t* __restrict__ dy = params.io.dy;
@@ -98,13 +101,19 @@ __global__ void __launch_bounds__(kNhwcThreads)
   block_extent(tables.npts, tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
-  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  const int lh = (ph + 1) / 2, lw = (pwid + 1) / 2;  // PHASES: a plane's rows (columns) before the tile's
+  const int EH = PHASES ? th + ph : (th - 1) * g.a + 1 + 2 * ph;
+  const int EW = PHASES ? twd + pwid : (twd - 1) * g.a + 1 + 2 * pwid;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [soff, red, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
-    soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
+    if constexpr (PHASES) {
+      soff[e] = (((2 * (o.x & 1) + (o.y & 1)) * EH + (o.x >> 1) + lh) * EW + (o.y >> 1) + lw) * CB;
+    } else {
+      soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
+    }
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = acc_t(0);
   const int nout = th * twd;
@@ -116,7 +125,11 @@ __global__ void __launch_bounds__(kNhwcThreads)
     const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
-    stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+    if constexpr (PHASES) {
+      stage_phase_planes_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, p0 - lh, q0 - lw, EH, EW, g.C - cg * CB);
+    } else {
+      stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+    }
     __syncthreads();
     for (int base = 0; base < nout; base += slots * kPerThread) {
       int sb[kPerThread];
@@ -124,7 +137,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
         const TileOutput pos = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW);
-        sb[r] = pos.source * CB + cl;
+        sb[r] = (PHASES ? (pos.valid ? pos.p * EW + pos.q : 0) : pos.source) * CB + cl;
         gv[r] = pos.valid && c_ok ? static_cast<acc_t>(dyp[(int64_t(p0 + pos.p) * g.Wo + q0 + pos.q) * g.C]) : acc_t(0);
       }
       for (int j = 0; j < np; ++j) {
