@@ -26,10 +26,9 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   static_assert(kNhwcThreads == kParityClasses * kClassSlots * CB && kNhwcThreads / 32 == CB,
                 "two warps a parity class, one warp a channel to sort the points");
   extern __shared__ __align__(16) unsigned char smem[];
-  const int groups = (g.C + CB - 1) / CB;
-  const int tile = blockIdx.x % g.tiles;
-  const int cg = (blockIdx.x / g.tiles) % groups;
-  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  int64_t n;
+  int cg, tile;
+  nhwc_block(g, &n, &cg, &tile);
   const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, cl = threadIdx.x % CB;
   const int cls = threadIdx.x / (kClassSlots * CB), slot = (threadIdx.x / CB) % kClassSlots;

@@ -198,6 +198,15 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   }
 }
 
+// The image n, group cg of kNhwcChannels channels and output tile of a channels_last gather block
+// (blockIdx.x runs over the tiles, then the groups, then the images).
+__device__ __forceinline__ void nhwc_block(const GatherGeometry& g, int64_t* n, int* cg, int* tile) {
+  const int groups = (g.C + kNhwcChannels - 1) / kNhwcChannels;
+  *tile = blockIdx.x % g.tiles;
+  *cg = (blockIdx.x / g.tiles) % groups;
+  *n = blockIdx.x / (int64_t(g.tiles) * groups);
+}
+
 // ----------------------------------------------------------------------------------------------
 // NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel.
 // ----------------------------------------------------------------------------------------------
@@ -208,10 +217,9 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
                        const int2* __restrict__ thalo, const GatherGeometry g) {
   constexpr int CB = kNhwcChannels;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int groups = (g.C + CB - 1) / CB;
-  const int tile = blockIdx.x % g.tiles;
-  const int cg = (blockIdx.x / g.tiles) % groups;
-  const int64_t n = blockIdx.x / (int64_t(g.tiles) * groups);
+  int64_t n;
+  int cg, tile;
+  nhwc_block(g, &n, &cg, &tile);
   const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int cl = threadIdx.x % CB, slot = threadIdx.x / CB;
   const int c = cg * CB + cl;
