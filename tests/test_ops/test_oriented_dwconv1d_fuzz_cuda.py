@@ -227,6 +227,8 @@ ANCHORS = [
     # origins (float64, K=59: 7 x 7 tiles of a 13 x 13 plane), and on the 1D++ stem's first plane.
     Case(2, 16, 13, 13, 59, 2, torch.float64, 'channels_last', True, 'trunc', 72),
     Case(2, 64, 224, 224, 15, 2, torch.float16, 'channels_last', True, 'bilinear', 73),
+    # ... and the NCHW input gradient by parity class (odd plane sizes).
+    Case(2, 8, 61, 59, 31, 2, torch.float32, 'nchw', True, 'trunc', 76),
     # The interpolated weight gradient with the points across the pixel slots (planes that one block
     # covers): the ++ 4C tensor at 14 x 14 (united points, four slices of 32), and C not a multiple of
     # the channel block (dy and x staged element by element); above 14 x 14 only tables of more than

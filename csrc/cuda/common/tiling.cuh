@@ -102,6 +102,14 @@ inline int nchw_threads(const GatherGeometry& g) {
   return std::min(kMaxThreads, ceil_div(ceil_div(int64_t(g.TH) * g.TW, kPerThread), 32) * 32);
 }
 
+// Threads of the NCHW input gradient at stride 2 by parity class: four groups of a multiple of 32, each
+// enough for its class's outputs (at most ceil(TH / 2) x ceil(TW / 2)) in as few rounds as kMaxThreads
+// allows.
+inline int nchw_class_threads(const GatherGeometry& g) {
+  const int64_t outputs = int64_t(ceil_div(g.TH, 2)) * ceil_div(g.TW, 2);
+  return 4 * std::min(kMaxThreads / 4, ceil_div(ceil_div(outputs, kPerThread), 32) * 32);
+}
+
 // Images per weight-gradient block (each block loops over a chunk of images): enough blocks
 // (blocks_per_chunk per chunk) to fill the GPU several times over, with the partial sums
 // (part_bytes per chunk) held to a sixteenth of x, at least 256 KiB: on small planes one chunk per

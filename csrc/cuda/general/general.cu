@@ -80,12 +80,15 @@ bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* pla
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
-  const int64_t fixed = gather_fixed_bytes<acc_t>(g.K, false);
-  auto kernel = gather_nchw_kernel<scalar_t, acc_t>;
-  if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
-  plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, nchw_threads(g), fixed + tile_bytes(g, sizeof(acc_t), false)};
+  // The input gradient at stride 2 by parity class, as in channels_last.
+  const bool classes = g.up == 2;
+  const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, false);
+  auto kernel = classes ? gather_nchw_classes_kernel<scalar_t, acc_t> : gather_nchw_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel), classes)) return false;
+  plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, classes ? nchw_class_threads(g) : nchw_threads(g),
+                             fixed + tile_bytes(g, sizeof(acc_t), false, classes)};
   plan->path = "general_gather_nchw";
-  plan->variant = 0;
+  plan->variant = classes ? 3 : 0;
   plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
@@ -112,8 +115,10 @@ template <typename scalar_t, typename acc_t>
 void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, const scalar_t* bias,
                    const PointTableView<acc_t>& tables) {
   static constexpr const char* kNames[] = {"general NCHW gather", "general channels_last gather",
-                                           "general channels_last gather by parity class"};
-  const auto kernel = plan.variant == 2   ? gather_nhwc_classes_kernel<scalar_t, acc_t>
+                                           "general channels_last gather by parity class",
+                                           "general NCHW gather by parity class"};
+  const auto kernel = plan.variant == 3   ? gather_nchw_classes_kernel<scalar_t, acc_t>
+                      : plan.variant == 2 ? gather_nhwc_classes_kernel<scalar_t, acc_t>
                       : plan.variant == 1 ? gather_nhwc_kernel<scalar_t, acc_t>
                                           : gather_nchw_kernel<scalar_t, acc_t>;
   launch_planned(kernel, plan.launch, kNames[plan.variant], src.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), bias,

@@ -133,5 +133,95 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   }
 }
 
+// The NCHW input gradient at stride 2 by parity class, as gather_nhwc_classes_kernel: one block per
+// (plane, output tile), blockDim / 4 threads a class (a multiple of 32, nchw_class_threads), each 8 of
+// its outputs a round; warp 0 sorts the channel's points into the classes' lists.
+template <typename scalar_t, typename acc_t>
+__global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out,
+                                           const scalar_t* __restrict__ bias, const int2* __restrict__ toff,
+                                           const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
+                                           const int2* __restrict__ thalo, const GatherGeometry g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int s_count[kParityClasses];
+  const int64_t plane = blockIdx.x / g.tiles;
+  const int c = static_cast<int>(plane % g.C);
+  const auto [p0, q0, th, twd] = output_tile(g, static_cast<int>(blockIdx.x % g.tiles));
+  const int2 hl = thalo[c];
+  const int hh = (hl.x + 1) / 2, hw = (hl.y + 1) / 2;
+  const int EH = (p0 + th - 1) / 2 - p0 / 2 + 1 + 2 * hh, EW = (q0 + twd - 1) / 2 - q0 / 2 + 1 + 2 * hw;
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, kParityClasses * g.K, kParityClasses * g.K);
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const int np = tnpts[c];
+    int count[kParityClasses] = {0, 0, 0, 0};
+    for (int j0 = 0; j0 < np; j0 += 32) {
+      const int j = j0 + lane;
+      int q = -1, so = 0;
+      acc_t w = acc_t(0);
+      if (j < np) {
+        const int2 o = toff[int64_t(c) * g.K + j];
+        w = tw[int64_t(c) * g.K + j];
+        q = 2 * (o.x & 1) + (o.y & 1);
+        so = (((o.x & 1) + g.sign * o.x) / 2 + hh) * EW + ((o.y & 1) + g.sign * o.y) / 2 + hw;
+      }
+#pragma unroll
+      for (int k = 0; k < kParityClasses; ++k) {
+        const unsigned m = __ballot_sync(0xffffffffu, q == k);
+        if (q == k) {
+          const int e = k * g.K + count[k] + __popc(m & ((1u << lane) - 1));
+          soff[e] = so;
+          sw[e] = w;
+        }
+        count[k] += __popc(m);
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int k = 0; k < kParityClasses; ++k) s_count[k] = count[k];
+    }
+  }
+  stage_tile<scalar_t, acc_t>(S, src + plane * g.Hs * g.Ws, g.Hs, g.Ws, 1, p0 / 2 - hh, q0 / 2 - hw, EH, EW);
+  __syncthreads();
+
+  const int group = blockDim.x / kParityClasses;
+  const int cls = threadIdx.x / group, slot = threadIdx.x % group;
+  const int a = cls >> 1, b = cls & 1;
+  const int ps = (a - p0) & 1, qs = (b - q0) & 1;
+  const int rows_c = th > ps ? (th - ps + 1) / 2 : 0, cols_c = twd > qs ? (twd - qs + 1) / 2 : 0;
+  const int nout = rows_c * cols_c;
+  const int r0 = (p0 + ps) / 2 - p0 / 2, c0 = (q0 + qs) / 2 - q0 / 2;
+  const int np = s_count[cls];
+  const int* __restrict__ loff = soff + cls * g.K;
+  const acc_t* __restrict__ lw = sw + cls * g.K;
+  const acc_t bv = bias != nullptr ? static_cast<acc_t>(bias[c]) : acc_t(0);
+  const FastDiv div_c(max(cols_c, 1));
+  scalar_t* op = out + plane * g.Ho * g.Wo;
+  for (int base = 0; base < nout; base += group * kPerThread) {
+    int sb[kPerThread];
+    acc_t acc[kPerThread];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int t = base + r * group + slot;
+      const auto [u, v] = div_c.divmod(t);
+      sb[r] = t < nout ? (r0 + u) * EW + c0 + v : 0;
+      acc[r] = bv;
+    }
+    for (int j = 0; j < np; ++j) {
+      const int so = loff[j];
+      const acc_t wj = lw[j];
+#pragma unroll
+      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+    }
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) {
+      const int t = base + r * group + slot;
+      if (t < nout) {
+        const auto [u, v] = div_c.divmod(t);
+        op[int64_t(p0 + ps + 2 * u) * g.Wo + q0 + qs + 2 * v] = static_cast<scalar_t>(acc[r]);
+      }
+    }
+  }
+}
+
 }  // namespace cuda
 }  // namespace mmo1d
