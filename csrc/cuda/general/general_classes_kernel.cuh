@@ -1,4 +1,4 @@
-// The general channels_last input gradient at stride 2, by parity class. The gather over dy
+// The general input gradient at stride 2 by parity class, channels_last and NCHW. The gather over dy
 // upsampled by 2 reads a nonzero value for an output of parity class (a, b) (the parities of its row
 // and column) only at the points of the same parities, so each class walks a list of its own points,
 // and the block stages dy itself, not its upsampled zeros: output row P reads dy row
@@ -12,6 +12,32 @@ namespace cuda {
 
 constexpr int kParityClasses = 4;
 constexpr int kClassSlots = 8;  // pixel slots of a class: two warps of 4 slots x kNhwcChannels lanes
+
+// One warp sorts channel ch's np points into the four parity classes' lists, in table order: store(k,
+// rank, so, w) puts class k's point number rank (its dy offset so in the staged tile, EW pixels a row
+// with a halo of hh rows and hw columns, and its weight w); count[k] ends as class k's number of points.
+template <typename acc_t, typename Store>
+__device__ __forceinline__ void sort_points_by_class(const int2* __restrict__ toff, const acc_t* __restrict__ tw,
+                                                     int ch, int np, const GatherGeometry& g, int hh, int hw, int EW,
+                                                     int lane, int (&count)[kParityClasses], Store store) {
+  for (int j0 = 0; j0 < np; j0 += 32) {
+    const int j = j0 + lane;
+    int q = -1, so = 0;
+    acc_t w = acc_t(0);
+    if (j < np) {
+      const int2 o = toff[int64_t(ch) * g.K + j];
+      w = tw[int64_t(ch) * g.K + j];
+      q = 2 * (o.x & 1) + (o.y & 1);
+      so = (((o.x & 1) + g.sign * o.x) / 2 + hh) * EW + ((o.y & 1) + g.sign * o.y) / 2 + hw;
+    }
+#pragma unroll
+    for (int k = 0; k < kParityClasses; ++k) {
+      const unsigned m = __ballot_sync(0xffffffffu, q == k);
+      if (q == k) store(k, count[k] + __popc(m & ((1u << lane) - 1)), so, w);
+      count[k] += __popc(m);
+    }
+  }
+}
 
 // One block per (image, output tile, 8 channels) as gather_nhwc_kernel; warps 2k and 2k + 1 take
 // parity class k = 2a + b, each thread 8 of its outputs. The lists keep the table's order of points,
@@ -47,27 +73,11 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     const int ch = cg * CB + warp;
     const int np = ch < g.C ? tnpts[ch] : 0;
     int count[kParityClasses] = {0, 0, 0, 0};
-    for (int j0 = 0; j0 < np; j0 += 32) {
-      const int j = j0 + lane;
-      int q = -1, so = 0;
-      acc_t w = acc_t(0);
-      if (j < np) {
-        const int2 o = toff[int64_t(ch) * g.K + j];
-        w = tw[int64_t(ch) * g.K + j];
-        q = 2 * (o.x & 1) + (o.y & 1);
-        so = (((o.x & 1) + g.sign * o.x) / 2 + hh) * EW + ((o.y & 1) + g.sign * o.y) / 2 + hw;
-      }
-#pragma unroll
-      for (int k = 0; k < kParityClasses; ++k) {
-        const unsigned m = __ballot_sync(0xffffffffu, q == k);
-        if (q == k) {
-          const size_t e = k * list + size_t(count[k] + __popc(m & ((1u << lane) - 1))) * CB + warp;
-          soff[e] = so * CB;
-          sw[e] = w;
-        }
-        count[k] += __popc(m);
-      }
-    }
+    sort_points_by_class(toff, tw, ch, np, g, hh, hw, EW, lane, count, [&](int k, int rank, int so, acc_t w) {
+      const size_t e = k * list + size_t(rank) * CB + warp;
+      soff[e] = so * CB;
+      sw[e] = w;
+    });
     if (lane == 0) {
 #pragma unroll
       for (int k = 0; k < kParityClasses; ++k) s_count[k][warp] = count[k];
@@ -154,27 +164,10 @@ __global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, sca
     const int lane = threadIdx.x;
     const int np = tnpts[c];
     int count[kParityClasses] = {0, 0, 0, 0};
-    for (int j0 = 0; j0 < np; j0 += 32) {
-      const int j = j0 + lane;
-      int q = -1, so = 0;
-      acc_t w = acc_t(0);
-      if (j < np) {
-        const int2 o = toff[int64_t(c) * g.K + j];
-        w = tw[int64_t(c) * g.K + j];
-        q = 2 * (o.x & 1) + (o.y & 1);
-        so = (((o.x & 1) + g.sign * o.x) / 2 + hh) * EW + ((o.y & 1) + g.sign * o.y) / 2 + hw;
-      }
-#pragma unroll
-      for (int k = 0; k < kParityClasses; ++k) {
-        const unsigned m = __ballot_sync(0xffffffffu, q == k);
-        if (q == k) {
-          const int e = k * g.K + count[k] + __popc(m & ((1u << lane) - 1));
-          soff[e] = so;
-          sw[e] = w;
-        }
-        count[k] += __popc(m);
-      }
-    }
+    sort_points_by_class(toff, tw, c, np, g, hh, hw, EW, lane, count, [&](int k, int rank, int so, acc_t w) {
+      soff[k * g.K + rank] = so;
+      sw[k * g.K + rank] = w;
+    });
     if (lane == 0) {
 #pragma unroll
       for (int k = 0; k < kParityClasses; ++k) s_count[k] = count[k];
