@@ -8,7 +8,8 @@
 #                                                  # next machine's `build` unpacks and reuses them
 #   bash .dev_scripts/gpu.sh tests       OUT_DIR   # op tests with the shape fuzz, AMP configs, the layers'
 #                                                  # GPU cases: gpu_tests.log
-#   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity with the build in .old/ (or, with
+#   bash .dev_scripts/gpu.sh compare     OUT_DIR   # bit-identity of the trees of op-steps (.old, .mid*,
+#                                                  # this one), each build against the one before (or, with
 #                                                  # OLD_DUMP=FILE, with an earlier run's op_matrix_new.json:
 #                                                  # no .old build): compare.log; MATRIX=grown compares
 #                                                  # op_matrix.py's --grown calls (large grids) instead
@@ -199,14 +200,19 @@ case "$STAGE" in
 x = torch.randn(2, 64, 512, 512, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
 w = torch.randn(64, 15, device="cuda", dtype=torch.float16)
 y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.synchronize(); print("ok", tuple(y.shape))'
-    for build in old new; do
-      dir=$ROOT; [ "$build" = old ] && dir=$ROOT/.old
-      echo "== $build: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
+    # The trees of op-steps in order (OLD_DIR, MID_DIR, NEW_DIR): each one's dump as soon as it is made,
+    # compared with the one before it.
+    chain
+    for i in "${!names[@]}"; do
+      name=${names[$i]} dir=${dirs[$i]}
+      echo "== $name: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
       (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1)
-      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} "$OUT/op_matrix_$build.json"
+      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} "$OUT/op_matrix_$name.json"
+      [ "$i" -gt 0 ] || continue
+      echo "== $name against ${names[$((i - 1))]}"
+      "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_${names[$((i - 1))]}.json" "$OUT/op_matrix_$name.json" |
+        tail -n 15
     done 2>&1 | tee -a "$OUT/compare.log"
-    "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_old.json" "$OUT/op_matrix_new.json" 2>&1 |
-      tee -a "$OUT/compare.log" | tail -n 15
     ;;
   sanitize)
     # memcheck and racecheck side by side, each over every case in SHARDS (4) processes
