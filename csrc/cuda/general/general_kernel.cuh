@@ -208,9 +208,10 @@ __device__ __forceinline__ void nhwc_block(const GatherGeometry& g, int64_t* n, 
 }
 
 // ----------------------------------------------------------------------------------------------
-// NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel.
+// NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel; R outputs
+// a thread per round (nhwc_outputs_per_thread).
 // ----------------------------------------------------------------------------------------------
-template <typename scalar_t, typename acc_t>
+template <typename scalar_t, typename acc_t, int R = kPerThread>
 __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out, const scalar_t* __restrict__ bias,
                        const int2* __restrict__ toff, const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
@@ -251,11 +252,11 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
-  for (int base = 0; base < nout; base += slots * kPerThread) {
-    int sb[kPerThread];
-    acc_t acc[kPerThread];
+  for (int base = 0; base < nout; base += slots * R) {
+    int sb[R];
+    acc_t acc[R];
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
+    for (int r = 0; r < R; ++r) {
       sb[r] = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW).source * CB + cl;
       acc[r] = b;
     }
@@ -263,11 +264,11 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       const int so = soff[j * CB + cl];
       const acc_t wj = sw[j * CB + cl];
 #pragma unroll
-      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+      for (int r = 0; r < R; ++r) acc[r] += wj * S[sb[r] + so];
     }
     if (c_ok) {
 #pragma unroll
-      for (int r = 0; r < kPerThread; ++r) {
+      for (int r = 0; r < R; ++r) {
         const int o = base + r * slots + slot;
         if (o < nout) {
           const auto [p, q] = div_tw.divmod(o);
