@@ -205,14 +205,18 @@ y = oriented_dwconv1d(x, w, oriented_angles(64).cuda(), None, 2); torch.cuda.syn
     chain
     for i in "${!names[@]}"; do
       name=${names[$i]} dir=${dirs[$i]}
-      echo "== $name: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
-      (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1)
-      PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} "$OUT/op_matrix_$name.json"
+      {
+        echo "== $name: the 1D++ stem call (2x64x512x512 fp16 channels_last, K=15, stride 2)"
+        (cd "$dir" && PYTHONPATH=$dir:$PYTHONPATH "$PY" -c "$repro" 2>&1 | tail -n 1)
+        PYTHONPATH=$dir:$PYTHONPATH "$PY" .dev_scripts/op_matrix.py dump ${matrix[@]+"${matrix[@]}"} \
+          "$OUT/op_matrix_$name.json"
+      } 2>&1 | tee -a "$OUT/compare.log"
       [ "$i" -gt 0 ] || continue
-      echo "== $name against ${names[$((i - 1))]}"
-      "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_${names[$((i - 1))]}.json" "$OUT/op_matrix_$name.json" |
-        tail -n 15
-    done 2>&1 | tee -a "$OUT/compare.log"
+      prev=${names[$((i - 1))]}
+      echo "== $name against $prev" | tee -a "$OUT/compare.log"
+      "$PY" .dev_scripts/op_matrix.py compare "$OUT/op_matrix_$prev.json" "$OUT/op_matrix_$name.json" 2>&1 |
+        tee -a "$OUT/compare.log" | tail -n 15
+    done
     ;;
   sanitize)
     # memcheck and racecheck side by side, each over every case in SHARDS (4) processes
