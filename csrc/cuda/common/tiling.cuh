@@ -46,11 +46,15 @@ inline int64_t class_extent(int T, int P) {
   return T / 2 + 1 + 2 * ((P + 1) / 2);
 }
 
-// The staged tile of a general block (classes: the input gradient at stride 2 by parity class).
+// Pixels of the tile a general block stages for th x tw outputs (classes: the input gradient at stride 2
+// by parity class).
+inline int64_t staged_pixels(const GatherGeometry& g, int th, int tw, bool classes) {
+  return classes ? class_extent(th, g.P) * class_extent(tw, g.P) : extent(th, g.a, g.P) * extent(tw, g.a, g.P);
+}
+
+// The staged tile of a general block.
 inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc, bool classes = false) {
-  const int64_t rows = classes ? class_extent(g.TH, g.P) : extent(g.TH, g.a, g.P);
-  const int64_t cols = classes ? class_extent(g.TW, g.P) : extent(g.TW, g.a, g.P);
-  return rows * cols * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+  return staged_pixels(g, g.TH, g.TW, classes) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
 }
 
 // Halves the longer side of a TH x TW tile (TH on a tie) until bytes(TH, TW) is within `soft` (no
@@ -71,7 +75,6 @@ void halve_to_budget(int* TH, int* TW, int64_t soft, int64_t hard, int min_side,
 // bytes included). Returns false when not even a single output fits.
 inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t fixed_bytes, int64_t hard_total,
                         bool classes = false) {
-  const int P = g.P;
   const int64_t hard = hard_total - fixed_bytes;
   const int64_t soft = std::min<int64_t>(hard, kGeneralBudget - fixed_bytes);
   const int64_t per_elem = static_cast<int64_t>(elem_bytes) * (nhwc ? kNhwcChannels : 1);
@@ -86,10 +89,7 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
     TH = std::min(g.Ho, kNchwMaxTile);
     TW = std::min(g.Wo, kNchwMaxTile);
   }
-  auto bytes = [&](int th, int tw) {
-    return classes ? class_extent(th, P) * class_extent(tw, P) * per_elem
-                   : extent(th, g.a, P) * extent(tw, g.a, P) * per_elem;
-  };
+  auto bytes = [&](int th, int tw) { return staged_pixels(g, th, tw, classes) * per_elem; };
   halve_to_budget(&TH, &TW, soft, hard, kGeneralMinTile, bytes);
   g.TH = TH;
   g.TW = TW;

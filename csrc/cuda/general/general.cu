@@ -67,10 +67,10 @@ GatherGeometry gather_geometry(const Problem& p, Pass pass, int rows, int halo) 
 template <typename scalar_t>
 bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
   using acc_t = at::opmath_type<scalar_t>;
+  // The input gradient at stride 2 by parity class: four lists of points, dy staged as it is.
+  const bool classes = g.up == 2;
+  const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, nhwc);
   if (nhwc) {
-    // The input gradient at stride 2 by parity class: four lists of points, dy staged as it is.
-    const bool classes = g.up == 2;
-    const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, true);
     auto kernel = classes ? gather_nhwc_classes_kernel<scalar_t, acc_t> : gather_nhwc_kernel<scalar_t, acc_t>;
     if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel), classes)) return false;
     plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
@@ -80,9 +80,6 @@ bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* pla
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
-  // The input gradient at stride 2 by parity class, as in channels_last.
-  const bool classes = g.up == 2;
-  const int64_t fixed = gather_fixed_bytes<acc_t>(classes ? kParityClasses * g.K : g.K, false);
   auto kernel = classes ? gather_nchw_classes_kernel<scalar_t, acc_t> : gather_nchw_kernel<scalar_t, acc_t>;
   if (!choose_tile(g, false, sizeof(acc_t), fixed, max_dynamic_smem(kernel), classes)) return false;
   plan->launch = LaunchShape{p.N * g.C * g.tiles, 1, classes ? nchw_class_threads(g) : nchw_threads(g),

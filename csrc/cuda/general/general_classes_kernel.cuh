@@ -124,12 +124,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       sb[r] = t < nout ? ((r0 + u) * EW + c0 + v) * CB + cl : cl;
       acc[r] = bv;
     }
-    for (int j = 0; j < np; ++j) {
-      const int so = loff[j * CB];
-      const acc_t wj = lw[j * CB];
-#pragma unroll
-      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
-    }
+    sum_points(acc, sb, S, loff, lw, np, CB);
     if (c < g.C) {
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
@@ -199,12 +194,7 @@ __global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, sca
       sb[r] = t < nout ? (r0 + u) * EW + c0 + v : 0;
       acc[r] = bv;
     }
-    for (int j = 0; j < np; ++j) {
-      const int so = loff[j];
-      const acc_t wj = lw[j];
-#pragma unroll
-      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
-    }
+    sum_points(acc, sb, S, loff, lw, np, 1);
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int t = base + r * group + slot;

@@ -143,6 +143,20 @@ __device__ __forceinline__ GeneralSmem<acc_t> carve_general_smem(unsigned char* 
                             reinterpret_cast<acc_t*>(smem + offset_bytes + align16(sizeof(acc_t) * values))};
 }
 
+// Adds to each of a thread's kPerThread outputs (staged at sb[r]) its sum over the np points, in order:
+// point j's offset off[j * stride] in the staged tile and its weight w[j * stride].
+template <typename acc_t>
+__device__ __forceinline__ void sum_points(acc_t (&acc)[kPerThread], const int (&sb)[kPerThread],
+                                           const acc_t* __restrict__ S, const int* __restrict__ off,
+                                           const acc_t* __restrict__ w, int np, int stride) {
+  for (int j = 0; j < np; ++j) {
+    const int so = off[j * stride];
+    const acc_t wj = w[j * stride];
+#pragma unroll
+    for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+  }
+}
+
 // ----------------------------------------------------------------------------------------------
 // NCHW gather: one block per (plane, tile).
 // ----------------------------------------------------------------------------------------------
@@ -181,12 +195,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
       sb[r] = tile_output(div_tw, base + r * blockDim.x + threadIdx.x, nout, g.a, EW).source;
       acc[r] = b;
     }
-    for (int j = 0; j < np; ++j) {
-      const int so = soff[j];
-      const acc_t wj = sw[j];
-#pragma unroll
-      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
-    }
+    sum_points(acc, sb, S, soff, sw, np, 1);
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * blockDim.x + threadIdx.x;
@@ -259,12 +268,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       sb[r] = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW).source * CB + cl;
       acc[r] = b;
     }
-    for (int j = 0; j < np; ++j) {
-      const int so = soff[j * CB + cl];
-      const acc_t wj = sw[j * CB + cl];
-#pragma unroll
-      for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
-    }
+    sum_points(acc, sb, S, soff + cl, sw + cl, np, CB);
     if (c_ok) {
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
