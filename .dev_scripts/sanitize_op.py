@@ -67,6 +67,8 @@ CASES = [
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_win, interp_vec_wgrad
     (2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_vec (unaligned channels)
     (2, 64, 29, 30, 15, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc, interp_wgrad_nhwc
+    (2, 32, 45, 37, 31, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # ... small tiles: 2 outputs a thread,
+    # the weight gradient with the points across the slots
     (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
     (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # interp_seg, interp_seg_wgrad
     (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # (16-bit: sum columns of two lanes)

@@ -39,6 +39,13 @@ int64_t wgrad_fixed_bytes(int K, bool nhwc) {
   return align16(sizeof(int) * K * cb) + align16(sizeof(acc_t) * K * cb * warps);
 }
 
+// ... of the channels_last weight gradient with the points across the slots: the points' offsets and
+// dy's tile (at most kNhwcTile x kNhwcTile outputs).
+template <typename acc_t>
+int64_t wgrad_across_fixed_bytes(int K) {
+  return align16(sizeof(int) * K * kNhwcChannels) + align16(sizeof(acc_t) * kNhwcTile * kNhwcTile * kNhwcChannels);
+}
+
 // Extent of the dy tile that the input gradient at stride 2 stages by parity class (dy itself, not
 // upsampled) for an output tile of T rows with halo P in the upsampled plane, at any origin: T / 2 + 1
 // rows of the outputs' own, (P + 1) / 2 a side.
@@ -96,6 +103,12 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
   g.tiles_w = ceil_div(g.Wo, TW);
   g.tiles = ceil_div(g.Ho, TH) * g.tiles_w;
   return bytes(TH, TW) <= hard;
+}
+
+// Outputs per thread of the NHWC gather: kNhwcRSmall where the tile has at most two rounds of them.
+inline int nhwc_outputs_per_thread(const GatherGeometry& g) {
+  constexpr int slots = kNhwcThreads / kNhwcChannels;
+  return int64_t(g.TH) * g.TW <= 2 * slots * kNhwcRSmall ? kNhwcRSmall : kPerThread;
 }
 
 inline int nchw_threads(const GatherGeometry& g) {

@@ -22,6 +22,12 @@ constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
 constexpr int kNhwcClassTile = 32;  // ... of the input gradient at stride 2 by parity class (16 x 16 of a class)
 constexpr int kNchwMaxTile = 64;    // NCHW tile side when a plane has more than 64x64 outputs
 constexpr int kGeneralMinTile = 4;  // the soft budget never halves a general tile below 4 a side
+// Outputs per thread of the NHWC gather on tiles of up to 128 outputs (stride 2 with long lines: a
+// K=31 bilinear forward's tile is 8 x 8, on which 32 pixel slots x kPerThread leave 3/4 of them idle).
+constexpr int kNhwcRSmall = 2;
+// Points a thread of the general channels_last weight gradient on such tiles (the points across the
+// slots: 32 slots x 4 cover 128 points, a bilinear K=31 line's 62-94 in one round).
+constexpr int kGeneralAcrossPoints = 4;
 
 // ---- Fast paths ----
 constexpr int kSegR = 8;           // outputs per thread along the segment axis (NCHW fast path)

@@ -76,7 +76,10 @@ bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* pla
     plan->launch = LaunchShape{p.N * g.tiles * ceil_div(g.C, kNhwcChannels), 1, kNhwcThreads,
                                fixed + tile_bytes(g, sizeof(acc_t), true, classes)};
     plan->path = "general_gather_nhwc";
-    plan->variant = classes ? 2 : 1;
+    // Small tiles (stride 2 with long lines) at kNhwcRSmall outputs a thread (variant 4).
+    const bool small = !classes && nhwc_outputs_per_thread(g) == kNhwcRSmall;
+    if (small) kernel = gather_nhwc_kernel<scalar_t, acc_t, kNhwcRSmall>;
+    plan->variant = classes ? 2 : (small ? 4 : 1);
     plan->gg = g;
     return launch_fits(kernel, plan->launch);
   }
@@ -90,12 +93,36 @@ bool plan_gather_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* pla
   return launch_fits(kernel, plan->launch);
 }
 
+// The channels_last weight gradient with the points across the slots (variant 2): where the slot kernel's
+// tile would leave at least half of its 32 slots x kPerThread outputs idle and the table's rows fill more
+// of the 32 point slots x kGeneralAcrossPoints than the tile fills those outputs.
+template <typename scalar_t>
+bool plan_wgrad_across(const Problem& p, GatherGeometry g, Plan* plan) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t fixed = wgrad_across_fixed_bytes<acc_t>(g.K);
+  const auto kernel = wgrad_nhwc_across_kernel<scalar_t, acc_t>;
+  if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  const int64_t cgroups = ceil_div(g.C, kNhwcChannels);
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
+  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
+  plan->launch = LaunchShape{cgroups * plan->parts, 1, kNhwcThreads, fixed + tile_bytes(g, sizeof(acc_t), true)};
+  plan->path = "general_wgrad_nhwc";
+  plan->variant = 2;
+  plan->gg = g;
+  return launch_fits(kernel, plan->launch);
+}
+
 template <typename scalar_t>
 bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan) {
   using acc_t = at::opmath_type<scalar_t>;
   const int64_t fixed = wgrad_fixed_bytes<acc_t>(g.K, nhwc);
   const auto kernel = nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>;
   if (!choose_tile(g, nhwc, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
+  constexpr int kSlotOutputs = kNhwcThreads / kNhwcChannels * kPerThread;
+  const int64_t nout = int64_t(g.TH) * g.TW;
+  if (nhwc && 2 * nout <= kSlotOutputs && 2 * int64_t(g.K) > nout && plan_wgrad_across<scalar_t>(p, g, plan)) {
+    return true;
+  }
   const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
   plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
   const int chunks = ceil_div(p.N, plan->chunk);
@@ -113,8 +140,10 @@ void launch_gather(const Plan& plan, const at::Tensor& src, at::Tensor& out, con
                    const PointTableView<acc_t>& tables) {
   static constexpr const char* kNames[] = {"general NCHW gather", "general channels_last gather",
                                            "general channels_last gather by parity class",
-                                           "general NCHW gather by parity class"};
-  const auto kernel = plan.variant == 3   ? gather_nchw_classes_kernel<scalar_t, acc_t>
+                                           "general NCHW gather by parity class",
+                                           "general channels_last gather, small tiles"};
+  const auto kernel = plan.variant == 4   ? gather_nhwc_kernel<scalar_t, acc_t, kNhwcRSmall>
+                      : plan.variant == 3 ? gather_nchw_classes_kernel<scalar_t, acc_t>
                       : plan.variant == 2 ? gather_nhwc_classes_kernel<scalar_t, acc_t>
                       : plan.variant == 1 ? gather_nhwc_kernel<scalar_t, acc_t>
                                           : gather_nchw_kernel<scalar_t, acc_t>;
@@ -131,9 +160,12 @@ at::Tensor launch_wgrad_partials(const Plan& plan, const at::Tensor& x, const at
   const GeneralWgradParams<scalar_t, acc_t> params{.io = wgrad_operands<scalar_t, acc_t>(x, dy, partial, plan.chunk),
                                                    .tables = tables.wgrad(),
                                                    .g = g};
-  const bool nhwc = plan.variant == 1;
-  launch_planned(nhwc ? wgrad_nhwc_kernel<scalar_t, acc_t> : wgrad_nchw_kernel<scalar_t, acc_t>, plan.launch,
-                 nhwc ? "general channels_last weight-gradient" : "general NCHW weight-gradient", params);
+  static constexpr const char* kNames[] = {"general NCHW weight-gradient", "general channels_last weight-gradient",
+                                           "general channels_last weight-gradient, points across the slots"};
+  const auto kernel = plan.variant == 2   ? wgrad_nhwc_across_kernel<scalar_t, acc_t>
+                      : plan.variant == 1 ? wgrad_nhwc_kernel<scalar_t, acc_t>
+                                          : wgrad_nchw_kernel<scalar_t, acc_t>;
+  launch_planned(kernel, plan.launch, kNames[plan.variant], params);
   return partial;
 }
 

@@ -143,17 +143,17 @@ __device__ __forceinline__ GeneralSmem<acc_t> carve_general_smem(unsigned char* 
                             reinterpret_cast<acc_t*>(smem + offset_bytes + align16(sizeof(acc_t) * values))};
 }
 
-// Adds to each of a thread's kPerThread outputs (staged at sb[r]) its sum over the np points, in order:
+// Adds to each of a thread's R outputs (staged at sb[r]) its sum over the np points, in order:
 // point j's offset off[j * stride] in the staged tile and its weight w[j * stride].
-template <typename acc_t>
-__device__ __forceinline__ void sum_points(acc_t (&acc)[kPerThread], const int (&sb)[kPerThread],
+template <typename acc_t, int R>
+__device__ __forceinline__ void sum_points(acc_t (&acc)[R], const int (&sb)[R],
                                            const acc_t* __restrict__ S, const int* __restrict__ off,
                                            const acc_t* __restrict__ w, int np, int stride) {
   for (int j = 0; j < np; ++j) {
     const int so = off[j * stride];
     const acc_t wj = w[j * stride];
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) acc[r] += wj * S[sb[r] + so];
+    for (int r = 0; r < R; ++r) acc[r] += wj * S[sb[r] + so];
   }
 }
 
@@ -217,9 +217,10 @@ __device__ __forceinline__ void nhwc_block(const GatherGeometry& g, int64_t* n, 
 }
 
 // ----------------------------------------------------------------------------------------------
-// NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel.
+// NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel; R outputs
+// a thread per round (nhwc_outputs_per_thread).
 // ----------------------------------------------------------------------------------------------
-template <typename scalar_t, typename acc_t>
+template <typename scalar_t, typename acc_t, int R = kPerThread>
 __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     gather_nhwc_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ out, const scalar_t* __restrict__ bias,
                        const int2* __restrict__ toff, const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
@@ -260,18 +261,18 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const FastDiv div_tw(twd);
   const int slots = blockDim.x / CB;
   scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
-  for (int base = 0; base < nout; base += slots * kPerThread) {
-    int sb[kPerThread];
-    acc_t acc[kPerThread];
+  for (int base = 0; base < nout; base += slots * R) {
+    int sb[R];
+    acc_t acc[R];
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
+    for (int r = 0; r < R; ++r) {
       sb[r] = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW).source * CB + cl;
       acc[r] = b;
     }
     sum_points(acc, sb, S, soff + cl, sw + cl, np, CB);
     if (c_ok) {
 #pragma unroll
-      for (int r = 0; r < kPerThread; ++r) {
+      for (int r = 0; r < R; ++r) {
         const int o = base + r * slots + slot;
         if (o < nout) {
           const auto [p, q] = div_tw.divmod(o);

@@ -147,5 +147,79 @@ __global__ void __launch_bounds__(kNhwcThreads)
   }
 }
 
+// The channels_last weight gradient on small tiles (stride 2 with long lines: a K=31 bilinear block
+// covers 4 x 8 outputs, which wgrad_nhwc_kernel's 32 pixel slots x kPerThread would leave 7/8 idle):
+// the points across the slots instead. Lane = 8 * point slot + channel; a thread owns points ps,
+// ps + 32, ... (kAcrossPoints at a time) and sums dy x x over the tile's outputs in registers, with no
+// sum across the slots. dy's tile (at most kNhwcTile^2 outputs) is staged beside x's.
+template <typename scalar_t, typename acc_t>
+__global__ void __launch_bounds__(kNhwcThreads, 2)
+    wgrad_nhwc_across_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
+  const PointWgradTables tables = params.tables;
+  const GatherGeometry g = params.g;
+  constexpr int CB = kNhwcChannels, SLOTS = kNhwcThreads / CB, PTS = kGeneralAcrossPoints;
+  const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  const int cg = part.c;
+  const auto [p0, q0, th, twd] = output_tile(g, part.tile);
+  const int cl = threadIdx.x % CB, ps = threadIdx.x / CB;
+  const int c = cg * CB + cl;
+
+  __shared__ int s_np, s_ph, s_pw;
+  block_extent(tables.npts, tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
+  __syncthreads();
+  const int np = s_np, ph = s_ph, pwid = s_pw;
+  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const auto [soff, Sdy, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(kNhwcTile) * kNhwcTile * CB);
+  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
+  }
+  __syncthreads();
+  const int nout = th * twd;
+  const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int jb0 = 0; jb0 < np; jb0 += SLOTS * PTS) {  // every thread: the loop holds barriers
+    const int jb = jb0 + ps;
+    int so[PTS];
+    acc_t acc[PTS];
+#pragma unroll
+    for (int u = 0; u < PTS; ++u) {
+      const int j = jb + u * SLOTS;
+      so[u] = (j < np ? soff[j * CB + cl] : 0) + cl;
+      acc[u] = acc_t(0);
+    }
+    for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
+      const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
+      const scalar_t* dyp = params.io.dy + int64_t(n) * g.Ho * g.Wo * g.C + cg * CB;
+      __syncthreads();  // the previous image's reads of S and Sdy are done
+      stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+      for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
+        const int o = e / CB, k = e - o * CB, p = o / twd, q = o - p * twd;
+        Sdy[e] = cg * CB + k < g.C ? static_cast<acc_t>(dyp[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C + k]) : acc_t(0);
+      }
+      __syncthreads();
+      for (int p = 0; p < th; ++p) {
+        const acc_t* dyr = Sdy + p * twd * CB + cl;
+        const acc_t* sr = S + p * g.a * EW * CB;
+        for (int q = 0; q < twd; ++q) {
+          const acc_t gv = dyr[q * CB];
+          const acc_t* sq = sr + q * g.a * CB;
+#pragma unroll
+          for (int u = 0; u < PTS; ++u) acc[u] += gv * sq[so[u]];
+        }
+      }
+    }
+    if (c < g.C) {
+#pragma unroll
+      for (int u = 0; u < PTS; ++u) {
+        const int j = jb + u * SLOTS;
+        if (j < tables.npts[c]) params.io.partial[part.row(c) * g.K + j] = acc[u];
+      }
+    }
+  }
+}
+
 }  // namespace cuda
 }  // namespace mmo1d
