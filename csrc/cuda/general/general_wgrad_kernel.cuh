@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
 // The channels_last weight gradient on small tiles (stride 2 with long lines: a K=31 bilinear block
 // covers 4 x 8 outputs, which wgrad_nhwc_kernel's 32 pixel slots x kPerThread would leave 7/8 idle):
 // the points across the slots instead. Lane = 8 * point slot + channel; a thread owns points ps,
-// ps + 32, ... (kAcrossPoints at a time) and sums dy x x over the tile's outputs in registers, with no
+// ps + 32, ... (kGeneralAcrossPoints at a time) and sums dy x x over the tile's outputs in registers, with no
 // sum across the slots. dy's tile (at most kNhwcTile^2 outputs) is staged beside x's.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kNhwcThreads, 2)
