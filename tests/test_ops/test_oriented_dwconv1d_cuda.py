@@ -49,15 +49,18 @@ def test_gpu_matches_cpu(layout, dtype, stride, residual, rounding):
 @pytest.mark.parametrize('layout', list(FORMATS))
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('stride', [1, 2])
-def test_gradients_are_deterministic(layout, dtype, stride):
+@pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
+def test_gradients_are_deterministic(layout, dtype, stride, rounding):
+    """Bilinear taps at stride 2 in channels_last take the weight gradient with the points across the
+    pixel slots (tiles of at most 128 outputs); the others the per-slot sums."""
     x, weight, theta, bias = make_inputs(8, 64, 28, 28, 31, dtype=dtype, device='cuda', seed=6)
     x = x.contiguous(memory_format=FORMATS[layout])
     theta = oriented_angles(64).cuda()
     grad_out = torch.randn(8, 64, 28 // stride, 28 // stride, dtype=dtype, device='cuda')
     grad_out = grad_out.contiguous(memory_format=FORMATS[layout])
-    first = forward_backward(x, weight, theta, bias, grad_out, stride=stride)
+    first = forward_backward(x, weight, theta, bias, grad_out, stride=stride, rounding=rounding)
     for _ in range(3):
-        again = forward_backward(x, weight, theta, bias, grad_out, stride=stride)
+        again = forward_backward(x, weight, theta, bias, grad_out, stride=stride, rounding=rounding)
         for a, b in zip(first, again):
             assert torch.equal(a, b)
 
