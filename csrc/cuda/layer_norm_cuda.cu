@@ -11,7 +11,6 @@
 // atomics) and writes the weight and bias gradients.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -23,6 +22,7 @@
 
 #include "../layer_norm.h"
 #include "common/common.cuh"
+#include "common/cuda_context.h"
 
 namespace mmo1d {
 namespace {

@@ -7,9 +7,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "cuda_context.h"
 #include "interp_tables.cuh"
 #include "tables.cuh"
 

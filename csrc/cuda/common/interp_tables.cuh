@@ -14,12 +14,12 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
 #include "../../interp.h"
 #include "../../kept_tables.h"
 #include "common.cuh"
+#include "cuda_context.h"
 #include "interp_table_kernels.cuh"
 #include "launch.cuh"
 #include "table_cache.cuh"

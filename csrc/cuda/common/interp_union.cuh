@@ -8,9 +8,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "cuda_context.h"
 #include "interp_segments.cuh"
 #include "interp_tables.cuh"
 

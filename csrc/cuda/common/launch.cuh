@@ -7,14 +7,13 @@
 // raised) the attribute must be raised first, or the launch fails with "invalid argument".
 #pragma once
 
-#include <ATen/cuda/CUDAContext.h>
-
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 
 #include "common.cuh"
+#include "cuda_context.h"
 
 namespace mmo1d {
 namespace cuda {

@@ -4,7 +4,6 @@
 // whose address is reused, or a tensor changed in place, never hits a stale entry.
 // Use from another stream than the building one waits for the build (an event) and tells the
 // caching allocator about that stream.
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
@@ -17,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_context.h"
 #include "table_cache.cuh"
 
 namespace mmo1d {

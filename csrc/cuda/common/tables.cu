@@ -1,9 +1,9 @@
 // Host builders of the tables (tables.cuh): the angle-dependent structure from the table cache
 // (built by one small kernel, one thread per channel and parity class, the first time a theta buffer
 // is seen), the merged weights by one small kernel per call (one thread per table entry and point).
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "cuda_context.h"
 #include "launch.cuh"
 #include "table_cache.cuh"
 #include "tables.cuh"

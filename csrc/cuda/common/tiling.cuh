@@ -4,12 +4,11 @@
 // (launch.cuh's max_dynamic_smem), and says when not even the smallest tile fits.
 #pragma once
 
-#include <ATen/cuda/CUDAContext.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 
+#include "cuda_context.h"
 #include "geometry.cuh"
 
 namespace mmo1d {

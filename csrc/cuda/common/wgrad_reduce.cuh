@@ -2,8 +2,7 @@
 // ends with.
 #pragma once
 
-#include <ATen/cuda/CUDAContext.h>
-
+#include "cuda_context.h"
 #include "launch.cuh"
 
 namespace mmo1d {

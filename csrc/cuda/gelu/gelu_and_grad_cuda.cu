@@ -11,7 +11,6 @@
 // GeluType::None) written as ATen writes them, so that nvcc compiles the same operations (its FMA
 // contraction included): the values of at::gelu and at::gelu_backward at the same float32 x.
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -26,6 +25,7 @@
 #include "../../common.h"
 #include "../../gelu_and_grad.h"
 #include "../common/common.cuh"
+#include "../common/cuda_context.h"
 
 namespace mmo1d {
 namespace {

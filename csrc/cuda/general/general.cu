@@ -2,9 +2,9 @@
 // serve every call that no fast path does; a call they cannot serve either raises an error that
 // names the shape and the device limit it exceeds.
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"

@@ -1,8 +1,7 @@
 // The general weight-gradient kernels (per-block partial sums, NCHW and channels_last).
 #pragma once
 
-#include <ATen/cuda/CUDAContext.h>
-
+#include "../common/cuda_context.h"
 #include "../common/launch.cuh"
 #include "general_kernel.cuh"
 

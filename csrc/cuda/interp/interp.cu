@@ -5,9 +5,9 @@
 // still has a derivative). The weight and angle gradients are the contractions of those sums with
 // the samples' coefficients and derivatives, by ATen reductions of fixed order (deterministic).
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "../common/cuda_context.h"
 #include "../common/interp_contract.cuh"
 #include "../common/interp_tables.cuh"
 #include "../families.cuh"

@@ -6,10 +6,9 @@
 // when the angle's gradient is wanted) and dy itself (the bias gradient) in one pass over the
 // tensors. The weight and angle gradients are the contractions of the sums, as in the interpolated
 // family (interp.cu), all reductions in a fixed order (deterministic).
-#include <ATen/cuda/CUDAContext.h>
-
 #include <algorithm>
 
+#include "../common/cuda_context.h"
 #include "../common/interp_contract.cuh"
 #include "../common/interp_tables.cuh"
 #include "../common/interp_union.cuh"

@@ -5,7 +5,6 @@
 // rounded once to the output dtype. ATen's addcmul takes the broadcast scale through its strided
 // kernel with a cast per element. The channels_last backward: residual_backward_kernels.cuh.
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -20,6 +19,7 @@
 #include "../../common.h"
 #include "../../scaled_residual.h"
 #include "../common/common.cuh"
+#include "../common/cuda_context.h"
 #include "residual_backward_kernels.cuh"
 
 namespace mmo1d {

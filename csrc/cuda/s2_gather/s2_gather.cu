@@ -1,7 +1,6 @@
 // Launcher of the stride-2 channels_last forward, polyphase (float32, float16, bfloat16; C a
 // multiple of the channel block, 16-byte aligned tensors).
-#include <ATen/cuda/CUDAContext.h>
-
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "s2_gather_kernel.cuh"

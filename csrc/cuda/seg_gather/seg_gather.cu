@@ -1,7 +1,6 @@
 // Launchers of the NCHW segment-window gather (float32, float16, bfloat16; stride 1), forward and
 // input gradient; its planning and launch for any segment tables (seg_gather.cuh).
-#include <ATen/cuda/CUDAContext.h>
-
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "seg_gather.cuh"

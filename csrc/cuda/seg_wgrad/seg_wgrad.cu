@@ -1,8 +1,8 @@
 // Launchers of the NCHW segment-window weight gradient (float32, float16, bfloat16; stride 1); its
 // planning and launch for any segment tables (seg_wgrad.cuh).
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"

@@ -1,7 +1,6 @@
 // Launchers of the channels_last vector gather (float32, float16, bfloat16; stride 1, any C),
 // forward and input gradient; its planning and launch for any table of points (vec_gather.cuh).
-#include <ATen/cuda/CUDAContext.h>
-
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "vec_gather.cuh"

@@ -1,12 +1,12 @@
 // Launchers of the channels_last vector weight gradient (float32, float16, bfloat16) at stride 1
 // and, per parity class, at stride 2; its planning and launch for any table of points
 // (vec_wgrad.cuh).
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 
 #include <iterator>
 #include <utility>
 
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"

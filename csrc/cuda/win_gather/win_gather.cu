@@ -2,8 +2,7 @@
 // channel block, 16-byte aligned tensors): the stride-1 gather (forward and input gradient) and the
 // stride-2 input gradient per parity class; their planning and launch for any segment tables
 // (win_gather.cuh).
-#include <ATen/cuda/CUDAContext.h>
-
+#include "../common/cuda_context.h"
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "win_gather.cuh"
