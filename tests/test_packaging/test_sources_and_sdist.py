@@ -69,6 +69,11 @@ def test_sources_include_the_aten_headers_they_use():
     assert len(sources) > 50
     whole = [str(p.relative_to(csrc)) for p in sources if '#include <ATen/ATen.h>' in p.read_text()]
     assert not whole, f'ATen/ATen.h included by {whole}'
+    # Likewise ATen's global context (ATen/cuda/CUDAContext.h: cuda/common/cuda_context.h has what the
+    # sources use) and all of torch's C++ API (torch/extension.h: module.cpp needs pybind11 alone).
+    for header in ('ATen/cuda/CUDAContext.h', 'torch/extension.h'):
+        heavy = [str(p.relative_to(csrc)) for p in sources if f'#include <{header}>' in p.read_text()]
+        assert not heavy, f'{header} included by {heavy}'
     for path in sources:
         text = path.read_text()
         for name in sorted(set(re.findall(r'\bat::(empty|empty_like|zeros_like|gelu|gelu_backward|addcmul)\(', text))):
@@ -132,8 +137,9 @@ def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_pa
     assert (package / 'ops' / '_ext.py').is_file()
     # What mmo1d.ops._ext finds in an installed package: the shipped sources, not a source tree.
     assert find_csrc(str(package)) == str(shipped)
-    assert _rel(cuda_sources(str(shipped)), shipped) == [p[len('csrc/'):] for p in _listed('csrc')
-                                                         if p.endswith('.cu')]
+    # Every .cu file, and the C++ sources under csrc/cuda (no kernel launch: not compiled by nvcc).
+    cuda_listed = [p for p in _listed('csrc') if p.endswith('.cu') or p.startswith('csrc/cuda/') and p.endswith('.cpp')]
+    assert _rel(cuda_sources(str(shipped)), shipped) == sorted(p[len('csrc/'):] for p in cuda_listed)
     # Without them, a folder named csrc next to the package is not taken for the sources: only
     # that of a source tree (with setup.py) is.
     shutil.move(shipped, tmp_path / 'csrc')
