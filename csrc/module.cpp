@@ -1,6 +1,6 @@
 // The Python module mmo1d._C: loading it registers the mmo1d ops (their schemas, CPU kernels and,
 // when compiled in, CUDA kernels) with the dispatcher. The module itself defines one function and needs
-// pybind11 alone (torch/extension.h, all of torch's C++ API, took 0.9 of this file's build time).
+// pybind11 alone (with torch/extension.h, all of torch's C++ API, this file took 54 s to build, not 12).
 #include <pybind11/pybind11.h>
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
