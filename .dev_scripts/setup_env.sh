@@ -149,8 +149,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ] || ! "$VPY" -c 'import mmo1d._
   if [ "$kernels" = cpu ]; then
     step "building mmo1d, C++ and CPU kernels (pip install --no-build-isolation -e .; about 3 minutes on 2 cores)"
   else
-    step "building mmo1d with its CUDA kernels (pip install --no-build-isolation -e .; about 13 minutes on" \
-      "2 cores for the default architectures, 10 for one TORCH_CUDA_ARCH_LIST entry)"
+    step "building mmo1d with its CUDA kernels (pip install --no-build-isolation -e .; about 12 minutes on" \
+      "2 cores for the default architectures, 9 for one TORCH_CUDA_ARCH_LIST entry)"
   fi
   step "  ${decision#* }"
   start=$SECONDS
