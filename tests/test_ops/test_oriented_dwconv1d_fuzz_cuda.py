@@ -229,7 +229,7 @@ ANCHORS = [
     Case(2, 64, 224, 224, 15, 2, torch.float16, 'channels_last', True, 'bilinear', 73),
     # ... and the NCHW input gradient by parity class (odd plane sizes).
     Case(2, 8, 61, 59, 31, 2, torch.float32, 'nchw', True, 'trunc', 76),
-    # ... and, at K=31, channels_last tiles of at most 128 outputs: the gather at 2 outputs a thread, the
+    # ... and, at K=27 and 31, channels_last tiles of at most 128 outputs: the gather at 2 outputs a thread, the
     # weight gradient with the points across the slots.
     Case(2, 32, 45, 37, 31, 2, torch.bfloat16, 'channels_last', True, 'bilinear', 77),
     Case(2, 12, 23, 29, 27, 2, torch.float32, 'channels_last', False, 'trunc', 78),
