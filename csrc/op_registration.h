@@ -1,7 +1,7 @@
 // How the ops are registered with the dispatcher, and how their nodes call the backward ops.
 // - Every op's schema is defined together with its Autograd kernel, the apply of its C++
 //   torch::autograd::Function (def_with_autograd); the backward ops have no Autograd kernel.
-// - Every device entry file of the oriented convolution (cpu/ops.cpp, cuda/oriented_dwconv1d_cuda.cu)
+// - Every device entry file of the oriented convolution (cpu/ops.cpp, cuda/oriented_dwconv1d_cuda.cpp)
 //   defines forward_<dev>, backward_input_<dev>, backward_params_<dev> and path_<dev> in namespace
 //   mmo1d::<dev> and registers them with
 //   `TORCH_LIBRARY_IMPL(mmo1d, <DEV>, m) { MMO1D_IMPL_ORIENTED_DWCONV1D(m, <dev>); }`.

@@ -1,4 +1,4 @@
-// What the CUDA entry points of the op share (oriented_dwconv1d_cuda.cu): the arguments' checks and
+// What the CUDA entry points of the op share (oriented_dwconv1d_cuda.cpp): the arguments' checks and
 // device guard, the call's Problem, and planning and running a pass through the dispatcher.
 #pragma once
 

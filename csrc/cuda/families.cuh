@@ -1,4 +1,4 @@
-// The kernel families of the CUDA op, and their order: for each call dispatch.cu runs the first
+// The kernel families of the CUDA op, and their order: for each call dispatch.cpp runs the first
 // family of FamilyList that serves its kind of taps (rounded or interpolated) and whose plan
 // succeeds, so faster, narrower families come first and the general family, which serves every
 // rounded call, comes last. A family lives in its folder, named after it (SegGather: seg_gather/,

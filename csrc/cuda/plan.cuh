@@ -9,7 +9,7 @@
 //   template <typename T> static void run(const Plan&, const Args<T>&);
 // Its plan states its whole domain (pass, dtype, layout, stride, K, channel alignment, angles) and
 // checks its launch against the current device's limits; its launcher (one .cu file) defines both
-// and instantiates them with MMO1D_INSTANTIATE_FAMILY. dispatch.cu runs the first family of the
+// and instantiates them with MMO1D_INSTANTIATE_FAMILY. dispatch.cpp runs the first family of the
 // list in families.cuh whose plan succeeds.
 #pragma once
 
@@ -131,7 +131,7 @@ struct Args {
   MMO1D_INSTANTIATE_FAMILY_T(Family, c10::Half) \
   MMO1D_INSTANTIATE_FAMILY_T(Family, c10::BFloat16)
 
-// ---- The dispatcher (dispatch.cu) ----
+// ---- The dispatcher (dispatch.cpp) ----
 // The plan of the first family, in the list's order, whose plan succeeds (the general family, last,
 // serves every call or raises an error that names the shape and the limit).
 template <typename scalar_t>

@@ -1,5 +1,5 @@
-// Helpers shared by every CUDA source of mmo1d: launch-error checks, integer helpers and warp
-// reductions.
+// Helpers shared by every CUDA source of mmo1d: launch-error checks, integer helpers and, for the
+// kernels, warp reductions.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -61,6 +61,10 @@ inline int ceil_div(int64_t a, int64_t b) {
 __host__ __device__ constexpr size_t align16(size_t n) {
   return (n + 15) & ~size_t{15};
 }
+
+// The kernels' side (nvcc only: the C++ sources of the CUDA build, such as the dispatcher, include
+// this header for the host helpers above).
+#if defined(__CUDACC__)
 
 // The sum over each group of G consecutive lanes of a warp (G a power of two up to 32; all 32 lanes
 // call it), a butterfly in a fixed order: every lane of a group gets its group's sum.
@@ -136,6 +140,8 @@ struct FastDiv {
     return QuotRem{q, r};
   }
 };
+
+#endif  // defined(__CUDACC__)
 
 }  // namespace cuda
 }  // namespace mmo1d

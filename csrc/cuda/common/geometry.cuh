@@ -1,5 +1,7 @@
 // Geometry of a launch shared by the host launchers and the kernels: the general gather's and the
-// fast paths' output tiles, and the staged tiles and task lists of the segment-window paths.
+// fast paths' output tiles, and the staged tiles and task lists of the segment-window paths. What
+// only the kernels use compiles under nvcc alone (`#if defined(__CUDACC__)`): the C++ sources of
+// the CUDA build (the entries, the dispatcher) include the rest.
 #pragma once
 
 #include "common.cuh"
@@ -29,6 +31,7 @@ struct OutputTile {
   int p0, q0, th, tw;
 };
 
+#if defined(__CUDACC__)  // kernels only
 __device__ __forceinline__ OutputTile output_tile(const GatherGeometry& g, int tile) {
   const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
   return OutputTile{p0, q0, min(g.TH, g.Ho - p0), min(g.TW, g.Wo - q0)};
@@ -38,6 +41,7 @@ __device__ __forceinline__ OutputTile output_tile(const FastGeometry& g, int til
   const int p0 = (tile / g.tiles_w) * g.TH, q0 = (tile % g.tiles_w) * g.TW;
   return OutputTile{p0, q0, min(g.TH, g.H - p0), min(g.TW, g.W - q0)};
 }
+#endif
 
 // What every weight-gradient kernel reads and writes: x and dy, N images summed in chunks of
 // `chunk`, and the partial sums partial (C, parts, K) that wgrad_reduce_kernel adds up.
@@ -57,6 +61,7 @@ WgradOperands<scalar_t, acc_t> wgrad_operands(const at::Tensor& x, const at::Ten
                                         static_cast<int>(x.size(0)), chunk};
 }
 
+#if defined(__CUDACC__)  // kernels only
 // Where a weight-gradient block works: output tile `tile` of `tiles`, chunk `ck` of the `chunks`
 // chunks of images, and channel (or block of channels) `c`: blockIdx.x runs over the tiles, then the
 // chunks, then the channels. Its sums go to partial's row row(ch) of channel ch (the part
@@ -75,6 +80,7 @@ __device__ __forceinline__ WgradPart wgrad_part(int tiles, int N, int chunk) {
   return WgradPart{static_cast<int>(blockIdx.x % tiles), static_cast<int>((blockIdx.x / tiles) % chunks),
                    static_cast<int>(blockIdx.x / (tiles * chunks)), tiles, chunks};
 }
+#endif
 
 __host__ __device__ __forceinline__ int round_up(int a, int b) {
   return (a + b - 1) / b * b;
@@ -136,6 +142,7 @@ __host__ __device__ __forceinline__ int diag_npieces(int th, int tw) {
   return n;
 }
 
+#if defined(__CUDACC__)  // kernels only
 template <int OUTPUTS>
 __device__ __forceinline__ void diag_piece(int mode, int k, int th, int tw, int* p, int* q) {
   int m = 0;
@@ -148,9 +155,7 @@ __device__ __forceinline__ void diag_piece(int mode, int k, int th, int tw, int*
   const int qd = max(0, d) + m;
   *q = mode == 2 ? qd : tw - 1 - qd;
 }
-
-// Eight consecutive elements <-> floats, as 16-byte accesses (the address must be 8-element and
-// 16-byte aligned); the row tasks of the NCHW fast path hold kSegR = 8 outputs.
+#endif
 
 // Channels_last fast paths: a block takes 32 bytes of channels per pixel, 4 lanes per pixel.
 template <typename scalar_t>

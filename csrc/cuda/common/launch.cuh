@@ -156,6 +156,9 @@ inline dim3 grid_of(const LaunchShape& s) {
   return dim3(static_cast<unsigned>(s.grid_x), static_cast<unsigned>(s.grid_y));
 }
 
+// The launches themselves (nvcc only: the C++ sources of the CUDA build plan, they do not launch).
+#if defined(__CUDACC__)
+
 // Launches `kernel` on the current stream and checks that the launch was accepted.
 template <typename Kernel, typename... KernelArgs>
 void launch_on_stream(Kernel kernel, dim3 grid, int threads, size_t smem, const KernelArgs&... args) {
@@ -170,6 +173,8 @@ void launch_planned(Kernel kernel, const LaunchShape& s, const char* what, const
   prepare_launch(kernel, s, what);
   launch_on_stream(kernel, grid_of(s), s.threads, static_cast<size_t>(s.smem), args...);
 }
+
+#endif  // defined(__CUDACC__)
 
 }  // namespace cuda
 }  // namespace mmo1d

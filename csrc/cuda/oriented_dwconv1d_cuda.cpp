@@ -1,12 +1,13 @@
 // CUDA entry points of the oriented depthwise 1D convolution and their registration. Every tap rule
-// (tap_rule.h) enters here; the dispatcher (dispatch.cu) sends a call to the families that serve
+// (tap_rule.h) enters here; the dispatcher (dispatch.cpp) sends a call to the families that serve
 // its kind of taps, rounded or interpolated (families.cuh).
 //
 // Design:
 // * Per channel, the K taps collapse into the distinct points of the oriented line (truncation
 //   makes neighbouring taps coincide, e.g. 21 points for K=31 at 45 degrees); a small kernel builds
-//   (offset, merged weight) tables for every channel at each call (tables.cuh), so one build serves
-//   every K, angle, stride and size, and the residual ("++") form is +1 on the centre point's weight.
+//   (offset, point) tables for every channel (tables.cuh), kept while the angles' buffer is unchanged
+//   (table_cache.cuh), and each call merges its weights into them, so one build serves every K,
+//   angle, stride and size; the residual ("++") form is +1 on the centre point's weight.
 // * Forward and input gradient are the same gather: out[p, q] = sum_j W_j * S[p*a + sgn*dh_j,
 //   q*a + sgn*dw_j]. Forward reads x with a = stride, sgn = +1. The input gradient reads dy
 //   "upsampled" by the stride (zeros off the stride grid) with a = 1, sgn = -1: no atomics, no
@@ -15,15 +16,14 @@
 //   gathers over dy that skip the zeros, and four stride-1 weight gradients between dy and the
 //   phase planes x[a::2, b::2].
 // * A block stages one zero-padded tile of its source in shared memory with a halo sized for its
-//   own angle, and every thread accumulates several outputs per table entry. Families of kernels
-//   (one header each): the general kernels (general_kernel.cuh, wgrad_kernel.cuh; every dtype,
-//   stride and K), the NCHW fast path (nchw_fast_kernel.cuh), the channels_last vector and window
-//   paths (nhwc_vec_kernel.cuh, nhwc_window_kernel.cuh) and the stride-2 polyphase forward
-//   (stride2_kernel.cuh). The fast paths take float32, float16 and bfloat16 and accumulate in
-//   float32.
+//   own angle, and every thread accumulates several outputs per table entry. The kernels come in
+//   families, one folder each (families.cuh lists them): the general kernels (general/; every
+//   dtype, stride and K), the NCHW and channels_last gathers and weight gradients (seg_*, vec_*,
+//   win_gather/), the stride-2 polyphase forward (s2_gather/) and the interpolated taps
+//   (interp*/). The fast paths take float32, float16 and bfloat16 and accumulate in float32.
 // * Weight gradient: per-block partial sums (warp reductions, per-warp slots, no float atomics)
 //   written to a workspace, then a second kernel adds them in a fixed order: bitwise deterministic.
-// * dispatch.cu picks the path of each call from its plan (plan.cuh); every launch is checked
+// * dispatch.cpp picks the path of each call from its plan (plan.cuh); every launch is checked
 //   against the device's limits for its kernel first (launch.cuh).
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -111,7 +111,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_params_cuda(const at::Te
 }
 
 // The path a call with this input, weight, angles, stride and tap rule takes in a pass ("forward",
-// "backward_input" or "backward_weight"), as dispatch.cu picks it; the input gradient's dy is taken
+// "backward_input" or "backward_weight"), as dispatch.cpp picks it; the input gradient's dy is taken
 // to be aligned as the input is.
 std::string path_cuda(const at::Tensor& input, const at::Tensor& weight_arg, const at::Tensor& theta, int64_t stride,
                       c10::string_view rounding, double sigma, double radius, c10::string_view pass) {
