@@ -78,6 +78,35 @@ __global__ void wgrad_nchw_kernel(const GeneralWgradParams<scalar_t, acc_t> para
   }
 }
 
+// The start of a channels_last weight-gradient block over the kNhwcChannels channels of group cg
+// and a th x twd output tile: its channels' largest point count and halo (block_extent), and the
+// extent EH x EW of its staged tile.
+struct NhwcWgradBlock {
+  int np, ph, pw, EH, EW;
+};
+
+__device__ __forceinline__ NhwcWgradBlock nhwc_wgrad_block(const PointWgradTables& tables, const GatherGeometry& g,
+                                                           int cg, int th, int twd) {
+  __shared__ int s_np, s_ph, s_pw;
+  block_extent(tables.npts, tables.halo, cg * kNhwcChannels, kNhwcChannels, g.C, &s_np, &s_ph, &s_pw);
+  __syncthreads();
+  const int ph = s_ph, pw = s_pw;
+  return NhwcWgradBlock{s_np, ph, pw, (th - 1) * g.a + 1 + 2 * ph, (twd - 1) * g.a + 1 + 2 * pw};
+}
+
+// Each of the block's points' offsets in its staged tile b, times kNhwcChannels (the staged
+// pixel's first element), into soff[point * kNhwcChannels + channel]; a channel's points past its
+// own count read the tile's origin.
+__device__ __forceinline__ void nhwc_wgrad_offsets(const PointWgradTables& tables, const GatherGeometry& g, int cg,
+                                                   const NhwcWgradBlock& b, int* soff) {
+  constexpr int CB = kNhwcChannels;
+  for (int e = threadIdx.x; e < b.np * CB; e += blockDim.x) {
+    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
+    const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
+    soff[e] = ((o.x + b.ph) * b.EW + (o.y + b.pw)) * CB;
+  }
+}
+
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kNhwcThreads)
     wgrad_nhwc_kernel(const GeneralWgradParams<scalar_t, acc_t> params) {
@@ -93,18 +122,11 @@ __global__ void __launch_bounds__(kNhwcThreads)
   const int c = cg * CB + cl;
   const bool c_ok = c < g.C;
 
-  __shared__ int s_np, s_ph, s_pw;
-  block_extent(tables.npts, tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
-  __syncthreads();
-  const int np = s_np, ph = s_ph, pwid = s_pw;
-  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  const NhwcWgradBlock b = nhwc_wgrad_block(tables, g, cg, th, twd);
+  const auto [np, ph, pwid, EH, EW] = b;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [soff, red, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB * nwarps);
-  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
-    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
-    const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
-    soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
-  }
+  nhwc_wgrad_offsets(tables, g, cg, b, soff);
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = acc_t(0);
   const int nout = th * twd;
   const FastDiv div_tw(twd);
@@ -163,18 +185,11 @@ __global__ void __launch_bounds__(kNhwcThreads, 2)
   const int cl = threadIdx.x % CB, ps = threadIdx.x / CB;
   const int c = cg * CB + cl;
 
-  __shared__ int s_np, s_ph, s_pw;
-  block_extent(tables.npts, tables.halo, cg * CB, CB, g.C, &s_np, &s_ph, &s_pw);
-  __syncthreads();
-  const int np = s_np, ph = s_ph, pwid = s_pw;
-  const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  const NhwcWgradBlock b = nhwc_wgrad_block(tables, g, cg, th, twd);
+  const auto [np, ph, pwid, EH, EW] = b;
   extern __shared__ __align__(16) unsigned char smem[];
   const auto [soff, Sdy, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(kNhwcTile) * kNhwcTile * CB);
-  for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
-    const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
-    const int2 o = (ch < g.C && j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j] : make_int2(0, 0);
-    soff[e] = ((o.x + ph) * EW + (o.y + pwid)) * CB;
-  }
+  nhwc_wgrad_offsets(tables, g, cg, b, soff);
   __syncthreads();
   const int nout = th * twd;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
