@@ -55,6 +55,15 @@ void run_wgrad(const Plan& plan, const at::Tensor& x, const at::Tensor& dy, at::
   launch_wgrad_reduce<scalar_t, acc_t>(partial, t.tap_pt(), dw, plan.gg.C, plan.gg.K, plan.parts, 1);
 }
 
+// The chunks of images of the weight-gradient blocks over g's tiles and `cgroups` groups of channels
+// (plan->chunk, parts, gg), for partial sums of acc_bytes each; returns the blocks of the grid.
+int64_t plan_wgrad_chunks(const Problem& p, const GatherGeometry& g, int64_t cgroups, int64_t acc_bytes, Plan* plan) {
+  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * acc_bytes, p.x_bytes);
+  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
+  plan->gg = g;
+  return cgroups * plan->parts;
+}
+
 }  // namespace
 
 GatherGeometry gather_geometry(const Problem& p, Pass pass, int rows, int halo) {
@@ -102,13 +111,10 @@ bool plan_wgrad_across(const Problem& p, GatherGeometry g, Plan* plan) {
   const int64_t fixed = wgrad_across_fixed_bytes<acc_t>(g.K);
   const auto kernel = wgrad_nhwc_across_kernel<scalar_t, acc_t>;
   if (!choose_tile(g, true, sizeof(acc_t), fixed, max_dynamic_smem(kernel))) return false;
-  const int64_t cgroups = ceil_div(g.C, kNhwcChannels);
-  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
-  plan->parts = g.tiles * ceil_div(p.N, plan->chunk);
-  plan->launch = LaunchShape{cgroups * plan->parts, 1, kNhwcThreads, fixed + tile_bytes(g, sizeof(acc_t), true)};
+  const int64_t blocks = plan_wgrad_chunks(p, g, ceil_div(g.C, kNhwcChannels), sizeof(acc_t), plan);
+  plan->launch = LaunchShape{blocks, 1, kNhwcThreads, fixed + tile_bytes(g, sizeof(acc_t), true)};
   plan->path = "general_wgrad_nhwc";
   plan->variant = 2;
-  plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
 
@@ -123,15 +129,11 @@ bool plan_wgrad_layout(const Problem& p, GatherGeometry g, bool nhwc, Plan* plan
   if (nhwc && 2 * nout <= kSlotOutputs && 2 * int64_t(g.K) > nout && plan_wgrad_across<scalar_t>(p, g, plan)) {
     return true;
   }
-  const int64_t cgroups = nhwc ? ceil_div(g.C, kNhwcChannels) : g.C;
-  plan->chunk = wgrad_chunk(p.N, cgroups * g.tiles, int64_t(g.C) * g.tiles * g.K * int64_t(sizeof(acc_t)), p.x_bytes);
-  const int chunks = ceil_div(p.N, plan->chunk);
-  plan->parts = g.tiles * chunks;
-  plan->launch = LaunchShape{cgroups * g.tiles * chunks, 1, nhwc ? kNhwcThreads : nchw_threads(g),
-                             fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
+  const int64_t blocks = plan_wgrad_chunks(p, g, nhwc ? ceil_div(g.C, kNhwcChannels) : g.C, sizeof(acc_t), plan);
+  const int threads = nhwc ? kNhwcThreads : nchw_threads(g);
+  plan->launch = LaunchShape{blocks, 1, threads, fixed + tile_bytes(g, sizeof(acc_t), nhwc)};
   plan->path = nhwc ? "general_wgrad_nhwc" : "general_wgrad_nchw";
   plan->variant = nhwc ? 1 : 0;
-  plan->gg = g;
   return launch_fits(kernel, plan->launch);
 }
 
