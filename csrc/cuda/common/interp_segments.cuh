@@ -27,23 +27,31 @@ constexpr int kSegWarps = 4;  // channels per block of the segment builder
 // axis with the fewest runs (the first of equals). Runs are listed in the order of their first
 // point's index; slots beyond the channel's points get weight 0. same (optional): the channels'
 // same-as-previous flags. slot_of (optional): each point's slot in run order (0 beyond the channel's
-// points). The lanes take the points 32 at a time; a lane whose point starts a run walks it.
+// points). The lanes take the points 32 at a time; a lane whose point starts a run walks it, over
+// the channel's offsets and weights staged in shared memory (a walk is a chain of dependent reads:
+// from global memory, its loads' latency was the kernel's time).
 __global__ static void __launch_bounds__(32 * kSegWarps)
     interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
                            const int* __restrict__ same, int C, int rows, int h, int sign, SegInfo* __restrict__ info,
                            int4* __restrict__ segs, float* __restrict__ segw, int* __restrict__ slot_of) {
   __shared__ unsigned char grids[kSegWarps][kSegGridCells];
+  __shared__ int2 offs[kSegWarps][kSegMaxPoints];
+  __shared__ float weights[kSegWarps][kSegMaxPoints];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int c = blockIdx.x * kSegWarps + warp;
   if (c >= C) return;  // a whole warp; the warps never synchronise with each other
   unsigned char* grid = grids[warp];
+  int2* soff = offs[warp];
+  float* sw = weights[warp];
   const int side = 2 * h + 1, cells = side * side, n = npts[c];
   const int64_t base = int64_t(c) * rows;
   for (int i = lane; i < cells; i += 32) grid[i] = 255;
   __syncwarp();
   for (int j = lane; j < n; j += 32) {
-    const int2 o = off[base + j];
-    grid[(sign * o.x + h) * side + sign * o.y + h] = static_cast<unsigned char>(j);
+    const int2 g = off[base + j], o = make_int2(sign * g.x, sign * g.y);
+    soff[j] = o;
+    sw[j] = pw[base + j];
+    grid[(o.x + h) * side + o.y + h] = static_cast<unsigned char>(j);
   }
   __syncwarp();
   // The point at offset (dh, dw) from the centre cell, or 255.
@@ -55,10 +63,7 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
     int ui, uj;
     mode_step(m, &ui, &uj);
     int runs = 0;
-    for (int j = lane; j < n; j += 32) {
-      const int2 o = off[base + j];
-      runs += at(sign * o.x - ui, sign * o.y - uj) == 255;
-    }
+    for (int j = lane; j < n; j += 32) runs += at(soff[j].x - ui, soff[j].y - uj) == 255;
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
     if (runs < best) {
@@ -74,9 +79,8 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
     int dh = 0, dw = 0, len = 0;
     bool start = false;
     if (j < n) {
-      const int2 o = off[base + j];
-      dh = sign * o.x;
-      dw = sign * o.y;
+      dh = soff[j].x;
+      dw = soff[j].y;
       start = at(dh - ui, dw - uj) == 255;
       while (start && at(dh + len * ui, dw + len * uj) != 255) ++len;
     }
@@ -92,7 +96,7 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
       segs[base + nseg + __popc(starts & ((1u << lane) - 1u))] = make_int4(dh, dw, len, s0);
       for (int l = 0; l < len; ++l) {
         const int q = at(dh + l * ui, dw + l * uj);
-        segw[base + s0 + l] = pw[base + q];
+        segw[base + s0 + l] = sw[q];
         if (slot_of != nullptr) slot_of[base + q] = s0 + l;
       }
     }

@@ -165,7 +165,7 @@ int64_t interp_warp_smem(const TapRule& rule, int K) {
   const int64_t S = int64_t(K) * rule.samples();
   return (S * (sizeof(int) + sizeof(acc_t)) + K * sizeof(acc_t) + 15) / 16 * 16;
 }
-constexpr int64_t kInterpWarpSmem = 32 * 1024;  // beside its static 13 KB: within the default 48 KB
+constexpr int64_t kInterpWarpSmem = 30 * 1024;  // beside its static 17 KB (float64): within the default 48 KB
 
 // Whether build_interp_tables_warp_kernel takes tables of this rule and K.
 template <typename acc_t>
@@ -177,10 +177,10 @@ bool interp_warp_builder(const TapRule& rule, int K) {
 
 // The tables of build_interp_tables_kernel, the same values in the same order, one warp per channel
 // (blockDim.x == 32, blockIdx.x the channel; h = interp_halo): the lanes compute the taps' samples
-// into shared memory (interp_warp_smem bytes), lane 0 merges them into points in sample order with
-// a shared-memory grid over the offsets (a lookup instead of a search, the same sums in the same
-// order), the lanes order the points (those of nonzero coefficient first) and map the samples to
-// them.
+// into shared memory (interp_warp_smem bytes), number the points in the order of their first samples
+// through a shared-memory grid over the offsets (a lookup instead of a search), sum each point's
+// terms in sample order (the same sums in the same order), order the points (those of nonzero
+// coefficient first) and map the samples to them.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(32)
     build_interp_tables_warp_kernel(const InterpTablesParams<scalar_t, acc_t> params) {
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(32)
   __shared__ unsigned char grid[kInterpWarpCells];
   __shared__ int2 p_off[kInterpWarpRows];
   __shared__ acc_t p_w[kInterpWarpRows];
-  __shared__ int p_nz[kInterpWarpRows], p_order[kInterpWarpRows], s_n;
+  __shared__ int p_nz[kInterpWarpRows], p_order[kInterpWarpRows], p_first[kInterpWarpRows], p_count[kInterpWarpRows];
   extern __shared__ __align__(16) unsigned char dyn[];
   const int c = blockIdx.x, lane = threadIdx.x;
   const int M = rule.samples(), S = K * M, side = 2 * h + 1;
@@ -227,35 +227,49 @@ __global__ void __launch_bounds__(32)
     }
   }
   __syncwarp();
-  if (lane == 0) {
-    int n = 0;
-    for (int t = 0; t < K; ++t) {
-      const acc_t wt = s_wt[t];
-      for (int m = 0; m < M; ++m) {
-        const int si = t * M + m;
-        const int cell = s_pt[si];
-        if (cell < 0) continue;
-        int p = grid[cell];
-        const int dh = cell / side - h, dw = cell % side - h;
-        if (p == 255) {
-          if (n == rows) __trap();  // beyond interp_rows' bound: a bug, never silently dropped
-          p = n++;
-          grid[cell] = static_cast<unsigned char>(p);
-          p_off[p] = make_int2(dh, dw);
-          p_w[p] = acc_t(0);
-          p_nz[p] = 0;
-        }
-        const acc_t cf = s_cf[si];
-        const bool centre = residual && t == K / 2 && dh == 0 && dw == 0;
-        p_w[p] += wt * cf + (centre ? acc_t(1) : acc_t(0));
-        p_nz[p] |= cf != acc_t(0);
-        s_pt[si] = p;
-      }
+  // The points, numbered in the order of their first samples: 32 samples at a time, the lowest lane
+  // of those that read one new cell numbers it.
+  int n = 0;
+  for (int b = 0; b < S; b += 32) {
+    const int si = b + lane;
+    const int cell = si < S ? s_pt[si] : -1;
+    int p = cell >= 0 ? grid[cell] : 255;
+    const unsigned same = __match_any_sync(0xffffffffu, cell);
+    const int leader = __ffs(same) - 1;
+    const bool fresh = cell >= 0 && p == 255 && leader == lane;
+    const unsigned fresh_mask = __ballot_sync(0xffffffffu, fresh);
+    if (fresh) {
+      p = n + __popc(fresh_mask & ((1u << lane) - 1u));
+      if (p >= rows) __trap();  // beyond interp_rows' bound: a bug, never silently dropped
+      grid[cell] = static_cast<unsigned char>(p);
+      p_off[p] = make_int2(cell / side - h, cell % side - h);
+      p_first[p] = si;
+      p_count[p] = 0;
+      p_nz[p] = 0;
     }
-    s_n = n;
+    p = __shfl_sync(0xffffffffu, p, leader);
+    __syncwarp();
+    if (cell >= 0) {
+      s_pt[si] = p;
+      atomicAdd(&p_count[p], 1);
+      if (s_cf[si] != acc_t(0)) atomicOr(&p_nz[p], 1);
+    }
+    n += __popc(fresh_mask);
+    __syncwarp();
+  }
+  // Each point's weight, its samples' terms summed in sample order from its first sample.
+  for (int p = lane; p < n; p += 32) {
+    acc_t w = acc_t(0);
+    for (int si = p_first[p], left = p_count[p]; left > 0; ++si) {
+      if (s_pt[si] != p) continue;
+      const int t = si / M;
+      const bool centre = residual && t == K / 2 && p_off[p].x == 0 && p_off[p].y == 0;
+      w += s_wt[t] * s_cf[si] + (centre ? acc_t(1) : acc_t(0));
+      --left;
+    }
+    p_w[p] = w;
   }
   __syncwarp();
-  const int n = s_n;
   // Points with a nonzero coefficient first (in order), then the others.
   int next = 0, ph = 0, pwid = 0;
   for (int pass = 0; pass < 2; ++pass) {

@@ -17,8 +17,6 @@
 namespace mmo1d {
 namespace cuda {
 
-constexpr int kUnionThreads = 128;
-
 // The arguments of interp_block_union_kernel, built by its launcher.
 struct InterpUnionParams {
   const int2* off;
@@ -35,15 +33,16 @@ struct InterpUnionParams {
   int* umap;
 };
 
-// One block of kUnionThreads threads per block of CB channels (blockIdx.x; C need not be a multiple
-// of CB). From the first npts[c] points of the tables (offsets off, weights pw, rows per channel;
+// One block per block of CB channels (blockIdx.x; C need not be a multiple of CB), a warp per
+// channel (the kernel waits on its loads: a warp that took several channels walked them one after
+// the other). From the first npts[c] points of the tables (offsets off, weights pw, rows per channel;
 // offsets within h): uoff, uw (C, rows) and unpts (C) the block's union of points in the order of
 // their offsets (row major), each channel's weights scattered to its points and 0 elsewhere; or, when
 // the union has more than `cap` points, each channel's own points. usame: channel c reads the points
 // of channel c - 1 (within a united block every channel but the first). umap (optional, C x rows):
 // the row of each of a channel's own points in its new row (0 beyond its points).
 template <int CB>
-__global__ void __launch_bounds__(kUnionThreads)
+__global__ void __launch_bounds__(32 * CB)
     interp_block_union_kernel(const InterpUnionParams params) {
   const int2* __restrict__ off = params.off;
   const float* __restrict__ pw = params.pw;
@@ -57,7 +56,7 @@ __global__ void __launch_bounds__(kUnionThreads)
   int* __restrict__ unpts = params.unpts;
   int* __restrict__ usame = params.usame;
   int* __restrict__ umap = params.umap;
-  constexpr int kWarps = kUnionThreads / 32;
+  constexpr int kWarps = CB, kUnionThreads = 32 * CB;
   __shared__ int point_of[kSegGridCells];  // 1 + the union point at each offset, 0 for none
   __shared__ int2 s_off[kSegMaxPoints];
   __shared__ int s_warp[kWarps];
@@ -185,7 +184,7 @@ InterpUnion unite_interp_blocks(const InterpTables<float>& t, const int* npts, i
       .unpts = ip + 2 * t.C * t.R,
       .usame = ip + 2 * t.C * t.R + t.C,
       .umap = with_map ? ip + 2 * t.C * t.R + 2 * t.C : nullptr};
-  launch_on_stream(interp_block_union_kernel<CB>, ceil_div(t.C, int64_t(CB)), kUnionThreads, 0, params);
+  launch_on_stream(interp_block_union_kernel<CB>, ceil_div(t.C, int64_t(CB)), 32 * CB, 0, params);
   return u;
 }
 
