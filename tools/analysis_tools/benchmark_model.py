@@ -103,6 +103,10 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         'events, in every round): inference as timed; training as forward, cross-entropy and '
                         'backward only, without the optimizer step and without loss scaling. A failed capture '
                         'records its error (graph_error) and that case is not captured again (needs a GPU)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of each model\'s initialisation and of the input batch (default 0), so that two '
+                        'builds\' runs train the same steps: learned angles move with every optimizer step, and the '
+                        'work of their kernels with them')
     parser.add_argument('--no-timm', action='store_true', help='skip the timm ConvNeXt baseline')
     parser.add_argument('--out-dir', default='benchmarks/results')
     parser.add_argument('--readme-table', metavar='JSON', nargs='+',
@@ -221,9 +225,10 @@ def measure(name: str, model: nn.Module, mode: str, pas: str, args: argparse.Nam
     dtype, memory_format = MODES[mode]
     train = pas == 'train'
     model.to(device, memory_format=memory_format).train(train)
-    x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, device=device)
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(args.batch_size, 3, args.img_size, args.img_size, generator=g).to(device)
     x = x.contiguous(memory_format=memory_format)
-    y = torch.randint(0, 1000, (args.batch_size, ), device=device)
+    y = torch.randint(0, 1000, (args.batch_size, ), generator=g).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
     scaler = torch.amp.GradScaler(device.type) if optimizer and mode in LOSS_SCALED_MODES else None
     step = make_step(model, x, y, dtype, train, optimizer, scaler)
@@ -530,6 +535,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Dict]:
     results = {}
     for arch in args.archs:
         models = {}
+        torch.manual_seed(args.seed)
         if timm is not None:
             models[f'timm convnext_{arch}'] = timm.create_model(f'convnext_{arch}', pretrained=False,
                                                                 drop_path_rate=drop_path_rate(CONFIG_DIR, arch))
