@@ -238,6 +238,7 @@ __global__ void __launch_bounds__(32)
     const int leader = __ffs(same) - 1;
     const bool fresh = cell >= 0 && p == 255 && leader == lane;
     const unsigned fresh_mask = __ballot_sync(0xffffffffu, fresh);
+    __syncwarp();  // every lane's read of the grid before a leader writes it
     if (fresh) {
       p = n + __popc(fresh_mask & ((1u << lane) - 1u));
       if (p >= rows) __trap();  // beyond interp_rows' bound: a bug, never silently dropped
