@@ -138,7 +138,8 @@ def test_built_package_carries_its_sources_for_the_jit_build(source_copy, tmp_pa
     # What mmo1d.ops._ext finds in an installed package: the shipped sources, not a source tree.
     assert find_csrc(str(package)) == str(shipped)
     # Every .cu file, and the C++ sources under csrc/cuda (no kernel launch: not compiled by nvcc).
-    cuda_listed = [p for p in _listed('csrc') if p.endswith('.cu') or p.startswith('csrc/cuda/') and p.endswith('.cpp')]
+    cuda_listed = [p for p in _listed('csrc')
+                   if p.endswith('.cu') or (p.startswith('csrc/cuda/') and p.endswith('.cpp'))]
     assert _rel(cuda_sources(str(shipped)), shipped) == sorted(p[len('csrc/'):] for p in cuda_listed)
     # Without them, a folder named csrc next to the package is not taken for the sources: only
     # that of a source tree (with setup.py) is.
