@@ -22,14 +22,65 @@ constexpr int kSegGridCells = 2048;
 constexpr int kSegMaxPoints = 255;
 constexpr int kSegWarps = 4;  // channels per block of the segment builder
 
+// A warp's runs of n points along one of the four axes of mode_step, the axis with the fewest runs
+// (the first of equals), listed in the order of their first point's index: offset(j) is point j's
+// offset, at(dh, dw) the index of the point at an offset (-1: none). run(index, dh, dw, len, s0, ui, uj)
+// in the lane that starts a run: its place in the list, its first point, its length and its first slot
+// (the slots number the points in run order). The lanes take the points 32 at a time; a lane whose
+// point starts a run walks it. Returns {axis, runs}, the same in every lane.
+template <typename Offset, typename At, typename Run>
+__device__ __forceinline__ int2 warp_point_runs(int n, const Offset& offset, const At& at, const Run& run) {
+  const int lane = threadIdx.x & 31;
+  int mode = 0, best = n + 1;
+  for (int m = 0; m < 4; ++m) {
+    int ui, uj;
+    mode_step(m, &ui, &uj);
+    int runs = 0;
+    for (int j = lane; j < n; j += 32) {
+      const int2 o = offset(j);
+      runs += at(o.x - ui, o.y - uj) < 0;
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
+    if (runs < best) {
+      best = runs;
+      mode = m;
+    }
+  }
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  int nseg = 0, slot = 0;  // the same in every lane
+  for (int j0 = 0; j0 < n; j0 += 32) {
+    const int j = j0 + lane;
+    int dh = 0, dw = 0, len = 0;
+    bool start = false;
+    if (j < n) {
+      const int2 o = offset(j);
+      dh = o.x;
+      dw = o.y;
+      start = at(dh - ui, dw - uj) < 0;
+      while (start && at(dh + len * ui, dw + len * uj) >= 0) ++len;
+    }
+    const unsigned starts = __ballot_sync(0xffffffffu, start);
+    int incl = len;  // the run lengths of this lane and the lanes before it
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += v;
+    }
+    if (start) run(nseg + __popc(starts & ((1u << lane) - 1u)), dh, dw, len, slot + incl - len, ui, uj);
+    nseg += __popc(starts);
+    slot += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  return make_int2(mode, nseg);
+}
+
 // One warp per channel (kSegWarps channels per block): the first npts[c] points of row c (offsets
-// sign * off, weights pw; rows per channel) as runs along one of the four axes of mode_step; the
-// axis with the fewest runs (the first of equals). Runs are listed in the order of their first
-// point's index; slots beyond the channel's points get weight 0. same (optional): the channels'
-// same-as-previous flags. slot_of (optional): each point's slot in run order (0 beyond the channel's
-// points). The lanes take the points 32 at a time; a lane whose point starts a run walks it, over
-// the channel's offsets and weights staged in shared memory (a walk is a chain of dependent reads,
-// which read global memory before: T-1D++-la's bf16 step spent 0.92 ms in this kernel, 0.78 since).
+// sign * off, weights pw; rows per channel) as runs (warp_point_runs); slots beyond the channel's
+// points get weight 0. same (optional): the channels' same-as-previous flags. slot_of (optional):
+// each point's slot in run order (0 beyond the channel's points). The walks read the channel's
+// offsets and weights staged in shared memory (a walk is a chain of dependent reads). The window
+// family builds its tables from the blocks' unions instead (interp_win/interp_win_segments.cuh).
 __global__ static void __launch_bounds__(32 * kSegWarps)
     interp_segments_kernel(const int2* __restrict__ off, const float* __restrict__ pw, const int* __restrict__ npts,
                            const int* __restrict__ same, int C, int rows, int h, int sign, SegInfo* __restrict__ info,
@@ -54,60 +105,27 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
     grid[(o.x + h) * side + o.y + h] = static_cast<unsigned char>(j);
   }
   __syncwarp();
-  // The point at offset (dh, dw) from the centre cell, or 255.
+  // The point at offset (dh, dw) from the centre cell, or -1.
   auto at = [&](int dh, int dw) -> int {
-    return (dh < -h || dh > h || dw < -h || dw > h) ? 255 : grid[(dh + h) * side + dw + h];
+    if (dh < -h || dh > h || dw < -h || dw > h) return -1;
+    const int q = grid[(dh + h) * side + dw + h];
+    return q == 255 ? -1 : q;
   };
-  int mode = 0, best = n + 1;
-  for (int m = 0; m < 4; ++m) {
-    int ui, uj;
-    mode_step(m, &ui, &uj);
-    int runs = 0;
-    for (int j = lane; j < n; j += 32) runs += at(soff[j].x - ui, soff[j].y - uj) == 255;
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
-    if (runs < best) {
-      best = runs;
-      mode = m;
-    }
-  }
-  int ui, uj;
-  mode_step(mode, &ui, &uj);
-  int nseg = 0, slot = 0;  // the same in every lane
-  for (int j0 = 0; j0 < n; j0 += 32) {
-    const int j = j0 + lane;
-    int dh = 0, dw = 0, len = 0;
-    bool start = false;
-    if (j < n) {
-      dh = soff[j].x;
-      dw = soff[j].y;
-      start = at(dh - ui, dw - uj) == 255;
-      while (start && at(dh + len * ui, dw + len * uj) != 255) ++len;
-    }
-    const unsigned starts = __ballot_sync(0xffffffffu, start);
-    int incl = len;  // the run lengths of this lane and the lanes before it
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
-    if (start) {
-      const int s0 = slot + incl - len;
-      segs[base + nseg + __popc(starts & ((1u << lane) - 1u))] = make_int4(dh, dw, len, s0);
-      for (int l = 0; l < len; ++l) {
-        const int q = at(dh + l * ui, dw + l * uj);
-        segw[base + s0 + l] = sw[q];
-        if (slot_of != nullptr) slot_of[base + q] = s0 + l;
-      }
-    }
-    nseg += __popc(starts);
-    slot += __shfl_sync(0xffffffffu, incl, 31);
-  }
-  for (int k = slot + lane; k < rows; k += 32) {
+  const int2 runs = warp_point_runs(
+      n, [&](int j) { return soff[j]; }, at,
+      [&](int s, int dh, int dw, int len, int s0, int ui, int uj) {
+        segs[base + s] = make_int4(dh, dw, len, s0);
+        for (int l = 0; l < len; ++l) {
+          const int q = at(dh + l * ui, dw + l * uj);
+          segw[base + s0 + l] = sw[q];
+          if (slot_of != nullptr) slot_of[base + q] = s0 + l;
+        }
+      });
+  for (int k = n + lane; k < rows; k += 32) {
     segw[base + k] = 0.0f;
     if (slot_of != nullptr) slot_of[base + k] = 0;
   }
-  if (lane == 0) info[c] = SegInfo{mode, nseg, n, same != nullptr ? same[c] : 0};
+  if (lane == 0) info[c] = SegInfo{runs.x, runs.y, n, same != nullptr ? same[c] : 0};
 }
 
 // The segment tables of a gather with offsets sign * off; with slots, also each point's slot (C, R).

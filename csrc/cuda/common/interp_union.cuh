@@ -4,7 +4,8 @@
 // weighting the points it does not read by 0. The block's lanes then walk one list with one vector
 // load per point, instead of walking their channels' lists one channel at a time (learned angles
 // differ from channel to channel; neighbouring angles read almost the same pixels). A block whose
-// union would not fit a table row keeps its channels' own lists.
+// union would not fit a table row keeps its channels' own lists. The vector families take the united
+// rows (unite_interp_blocks); the window family the union's runs (interp_win/interp_win_segments.cuh).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,35 +34,18 @@ struct InterpUnionParams {
   int* umap;
 };
 
-// One block per block of CB channels (blockIdx.x; C need not be a multiple of CB), a warp per
-// channel (the kernel waits on its loads: a warp that took several channels walked them one after
-// the other). From the first npts[c] points of the tables (offsets off, weights pw, rows per channel;
-// offsets within h): uoff, uw (C, rows) and unpts (C) the block's union of points in the order of
-// their offsets (row major), each channel's weights scattered to its points and 0 elsewhere; or, when
-// the union has more than `cap` points, each channel's own points. usame: channel c reads the points
-// of channel c - 1 (within a united block every channel but the first). umap (optional, C x rows):
-// the row of each of a channel's own points in its new row (0 beyond its points).
+// The union of the first npts[c] points (offsets off, rows per channel; within h) of the nch channels
+// from c0, a warp per channel (CB warps, the whole block calls it): point_of (the (2 h + 1)^2 cells)
+// marks the union's points. Returns their number (in every thread); when it is at most cap, also
+// numbers them in the order of their offsets (row major): point_of[cell] = 1 + its index, s_off[index]
+// its offset. s_warp: CB ints of scratch.
 template <int CB>
-__global__ void __launch_bounds__(32 * CB)
-    interp_block_union_kernel(const InterpUnionParams params) {
-  const int2* __restrict__ off = params.off;
-  const float* __restrict__ pw = params.pw;
-  const int* __restrict__ npts = params.npts;
-  int C = params.C;
-  int rows = params.rows;
-  int h = params.h;
-  int cap = params.cap;
-  int2* __restrict__ uoff = params.uoff;
-  float* __restrict__ uw = params.uw;
-  int* __restrict__ unpts = params.unpts;
-  int* __restrict__ usame = params.usame;
-  int* __restrict__ umap = params.umap;
+__device__ __forceinline__ int unite_block_points(const int2* __restrict__ off, const int* __restrict__ npts, int c0,
+                                                  int nch, int rows, int h, int cap, int* point_of, int2* s_off,
+                                                  int* s_warp) {
   constexpr int kWarps = CB, kUnionThreads = 32 * CB;
-  __shared__ int point_of[kSegGridCells];  // 1 + the union point at each offset, 0 for none
-  __shared__ int2 s_off[kSegMaxPoints];
-  __shared__ int s_warp[kWarps];
-  const int c0 = blockIdx.x * CB, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int side = 2 * h + 1, cells = side * side, nch = min(CB, C - c0);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int side = 2 * h + 1, cells = side * side;
   for (int i = tid; i < cells; i += kUnionThreads) point_of[i] = 0;
   __syncthreads();
   for (int k = warp; k < nch; k += kWarps) {  // channels in parallel: an atomic marks each cell
@@ -91,7 +75,47 @@ __global__ void __launch_bounds__(32 * CB)
     if (w < warp) incl += s_warp[w];
     total += s_warp[w];
   }
-  if (total > cap) {  // keep the own lists
+  if (total > cap) return total;
+  int next = incl - count;
+  for (int i = beg; i < end; ++i) {
+    if (point_of[i] != 0) {
+      s_off[next] = make_int2(i / side - h, i % side - h);
+      point_of[i] = ++next;
+    }
+  }
+  __syncthreads();
+  return total;
+}
+
+// One block per block of CB channels (blockIdx.x; C need not be a multiple of CB), a warp per
+// channel (the kernel waits on its loads: a warp that took several channels walked them one after
+// the other). From the first npts[c] points of the tables (offsets off, weights pw, rows per channel;
+// offsets within h): uoff, uw (C, rows) and unpts (C) the block's union of points in the order of
+// their offsets (row major), each channel's weights scattered to its points and 0 elsewhere; or, when
+// the union has more than `cap` points, each channel's own points. usame: channel c reads the points
+// of channel c - 1 (within a united block every channel but the first). umap (optional, C x rows):
+// the row of each of a channel's own points in its new row (0 beyond its points).
+template <int CB>
+__global__ void __launch_bounds__(32 * CB)
+    interp_block_union_kernel(const InterpUnionParams params) {
+  const int2* __restrict__ off = params.off;
+  const float* __restrict__ pw = params.pw;
+  const int* __restrict__ npts = params.npts;
+  int rows = params.rows;
+  int h = params.h;
+  int2* __restrict__ uoff = params.uoff;
+  float* __restrict__ uw = params.uw;
+  int* __restrict__ unpts = params.unpts;
+  int* __restrict__ usame = params.usame;
+  int* __restrict__ umap = params.umap;
+  constexpr int kWarps = CB;
+  __shared__ int point_of[kSegGridCells];  // 1 + the union point at each offset, 0 for none
+  __shared__ int2 s_off[kSegMaxPoints];
+  __shared__ int s_warp[kWarps];
+  const int c0 = blockIdx.x * CB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int side = 2 * h + 1, nch = min(CB, params.C - c0);
+  const int total = unite_block_points<CB>(off, npts, c0, nch, rows, h, params.cap, point_of, s_off, s_warp);
+  if (total > params.cap) {  // keep the own lists
     for (int k = warp; k < nch; k += kWarps) {
       const int c = c0 + k, n = npts[c];
       const int64_t base = int64_t(c) * rows;
@@ -114,14 +138,6 @@ __global__ void __launch_bounds__(32 * CB)
     }
     return;
   }
-  int next = incl - count;
-  for (int i = beg; i < end; ++i) {
-    if (point_of[i] != 0) {
-      s_off[next] = make_int2(i / side - h, i % side - h);
-      point_of[i] = ++next;
-    }
-  }
-  __syncthreads();
   for (int k = warp; k < nch; k += kWarps) {
     const int c = c0 + k;
     const int64_t base = int64_t(c) * rows;

@@ -1,12 +1,12 @@
 // Launcher of the interpolated window family: the stride-1 gathers (forward, input gradient) of
 // 'bilinear' and 'gaussian' taps on channels_last float32, float16 and bfloat16 tensors whose C is a
 // multiple of the channel block, through the channels_last window kernel (win_gather/) over the
-// runs that the points of the taps' samples form (interp_segments.cuh), each block of channels
-// walking the union of its channels' points (interp_union.cuh).
-#include "../common/interp_union.cuh"
+// runs that the points of the taps' samples form, each block of channels walking the union of its
+// channels' points (interp_win_segments.cuh).
 #include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "../win_gather/win_gather.cuh"
+#include "interp_win_segments.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -32,8 +32,7 @@ void InterpWin::run(const Plan& plan, const Args<scalar_t>& a) {
                                                       interp_tables_use(false, a.sign));
   const int h = interp_halo(a.rule, static_cast<int>(a.weight.size(1)));
   // Each block's channels walk the union of their points (the halo is the block's largest anyway).
-  const InterpUnion u = unite_interp_blocks<VecTraits<scalar_t>::kCB>(t, t.npts_gather(), h);
-  const InterpSegments s = build_interp_segments(u.off(), u.w(), u.npts(), u.same(), u.C, u.R, t.ints, h, a.sign);
+  const InterpSegments s = build_united_segments<VecTraits<scalar_t>::kCB>(t, t.npts_gather(), h, a.sign);
   launch_win_gather<scalar_t>(plan, a, s.view(t.halo()));
 }
 
