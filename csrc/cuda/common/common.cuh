@@ -88,6 +88,16 @@ __device__ __forceinline__ T across_groups_sum(T v, int G) {
   return v;
 }
 
+// The sum of v over this lane and the lanes before it (all 32 lanes call it).
+__device__ __forceinline__ int warp_inclusive_sum(int v) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, d);
+    if ((threadIdx.x & 31) >= d) v += u;
+  }
+  return v;
+}
+
 // Maximum over the 32 lanes of a warp (all lanes must call it).
 __device__ __forceinline__ int warp_max(int v) {
 #pragma unroll

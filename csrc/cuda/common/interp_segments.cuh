@@ -22,9 +22,36 @@ constexpr int kSegGridCells = 2048;
 constexpr int kSegMaxPoints = 255;
 constexpr int kSegWarps = 4;  // channels per block of the segment builder
 
+// A warp's byte grid of its points' indices over the offsets within h (side = 2 h + 1; 255: none).
+struct PointGrid {
+  const unsigned char* cells;
+  int h, side;
+  // The point at offset (dh, dw), or -1.
+  __device__ __forceinline__ int operator()(int dh, int dw) const {
+    if (dh < -h || dh > h || dw < -h || dw > h) return -1;
+    const int q = cells[(dh + h) * side + dw + h];
+    return q == 255 ? -1 : q;
+  }
+};
+
+// How many of a warp's n points have no point before them along the axis `mode` (the runs along it),
+// in every lane: offset(j) is point j's offset, at(dh, dw) the index of the point at an offset (-1: none).
+template <typename Offset, typename At>
+__device__ __forceinline__ int warp_axis_runs(int n, int mode, const Offset& offset, const At& at) {
+  const int lane = threadIdx.x & 31;
+  int ui, uj;
+  mode_step(mode, &ui, &uj);
+  int runs = 0;
+  for (int j = lane; j < n; j += 32) {
+    const int2 o = offset(j);
+    runs += at(o.x - ui, o.y - uj) < 0;
+  }
+  return warp_sum(runs);
+}
+
 // A warp's runs of n points along one of the four axes of mode_step, the axis with the fewest runs
-// (the first of equals), listed in the order of their first point's index: offset(j) is point j's
-// offset, at(dh, dw) the index of the point at an offset (-1: none). run(index, dh, dw, len, s0, ui, uj)
+// (the first of equals), listed in the order of their first point's index (offset and at: as
+// warp_axis_runs takes them). run(index, dh, dw, len, s0, ui, uj)
 // in the lane that starts a run: its place in the list, its first point, its length and its first slot
 // (the slots number the points in run order). The lanes take the points 32 at a time; a lane whose
 // point starts a run walks it. Returns {axis, runs}, the same in every lane.
@@ -33,15 +60,7 @@ __device__ __forceinline__ int2 warp_point_runs(int n, const Offset& offset, con
   const int lane = threadIdx.x & 31;
   int mode = 0, best = n + 1;
   for (int m = 0; m < 4; ++m) {
-    int ui, uj;
-    mode_step(m, &ui, &uj);
-    int runs = 0;
-    for (int j = lane; j < n; j += 32) {
-      const int2 o = offset(j);
-      runs += at(o.x - ui, o.y - uj) < 0;
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
+    const int runs = warp_axis_runs(n, m, offset, at);
     if (runs < best) {
       best = runs;
       mode = m;
@@ -62,12 +81,7 @@ __device__ __forceinline__ int2 warp_point_runs(int n, const Offset& offset, con
       while (start && at(dh + len * ui, dw + len * uj) >= 0) ++len;
     }
     const unsigned starts = __ballot_sync(0xffffffffu, start);
-    int incl = len;  // the run lengths of this lane and the lanes before it
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += v;
-    }
+    const int incl = warp_inclusive_sum(len);  // the run lengths of this lane and the lanes before it
     if (start) run(nseg + __popc(starts & ((1u << lane) - 1u)), dh, dw, len, slot + incl - len, ui, uj);
     nseg += __popc(starts);
     slot += __shfl_sync(0xffffffffu, incl, 31);
@@ -105,12 +119,7 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
     grid[(o.x + h) * side + o.y + h] = static_cast<unsigned char>(j);
   }
   __syncwarp();
-  // The point at offset (dh, dw) from the centre cell, or -1.
-  auto at = [&](int dh, int dw) -> int {
-    if (dh < -h || dh > h || dw < -h || dw > h) return -1;
-    const int q = grid[(dh + h) * side + dw + h];
-    return q == 255 ? -1 : q;
-  };
+  const PointGrid at{grid, h, side};
   const int2 runs = warp_point_runs(
       n, [&](int j) { return soff[j]; }, at,
       [&](int s, int dh, int dw, int len, int s0, int ui, int uj) {

@@ -61,12 +61,7 @@ __device__ __forceinline__ int unite_block_points(const int2* __restrict__ off, 
   const int beg = min(cells, tid * per), end = min(cells, beg + per);
   int count = 0;
   for (int i = beg; i < end; ++i) count += point_of[i];
-  int incl = count;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += v;
-  }
+  int incl = warp_inclusive_sum(count);
   if (lane == 31) s_warp[warp] = incl;
   __syncthreads();
   int total = 0;

@@ -59,15 +59,7 @@ __device__ __forceinline__ int2 united_runs(UnitedSegmentsSmem<CB>& sm, int n, i
   };
   auto offset = [&](int j) { return make_int2(sign * sm.off[j].x, sign * sm.off[j].y); };
   if (warp < 4) {
-    int ui, uj;
-    mode_step(warp, &ui, &uj);
-    int runs = 0;
-    for (int j = lane; j < n; j += 32) {
-      const int2 o = offset(j);
-      runs += at(o.x - ui, o.y - uj) < 0;
-    }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) runs += __shfl_xor_sync(0xffffffffu, runs, d);
+    const int runs = warp_axis_runs(n, warp, offset, at);
     if (lane == 0) s_count[warp] = runs;
   }
   __syncthreads();
@@ -129,12 +121,7 @@ __device__ __forceinline__ int2 united_runs(UnitedSegmentsSmem<CB>& sm, int n, i
       const bool begins = j < n && sm.start[j] == j;
       const int len = begins ? sm.first[j] : 0;
       const unsigned starts = __ballot_sync(0xffffffffu, begins);
-      int incl = len;  // the run lengths of this lane and the lanes before it
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, incl, d);
-        if (lane >= d) incl += v;
-      }
+      const int incl = warp_inclusive_sum(len);  // the run lengths of this lane and the lanes before it
       if (begins) {
         const int2 o = offset(j);
         sm.first[j] = slot + incl - len;
@@ -197,11 +184,7 @@ __global__ void __launch_bounds__(32 * CB)
     }
     same = __all_sync(0xffffffffu, same);
     __syncwarp();
-    auto at = [&](int dh, int dw) -> int {
-      if (dh < -h || dh > h || dw < -h || dw > h) return -1;
-      const int q = grid[(dh + h) * side + dw + h];
-      return q == 255 ? -1 : q;
-    };
+    const PointGrid at{grid, h, side};
     const int2 runs = warp_point_runs(
         n,
         [&](int j) {
