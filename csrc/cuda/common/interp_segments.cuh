@@ -51,10 +51,10 @@ __device__ __forceinline__ int warp_axis_runs(int n, int mode, const Offset& off
 
 // A warp's runs of n points along one of the four axes of mode_step, the axis with the fewest runs
 // (the first of equals), listed in the order of their first point's index (offset and at: as
-// warp_axis_runs takes them). run(index, dh, dw, len, s0, ui, uj)
-// in the lane that starts a run: its place in the list, its first point, its length and its first slot
-// (the slots number the points in run order). The lanes take the points 32 at a time; a lane whose
-// point starts a run walks it. Returns {axis, runs}, the same in every lane.
+// warp_axis_runs takes them). run(index, dh, dw, len, s0, ui, uj) in the lane that starts a run: its
+// place in the list, its first point, its length and its first slot (the slots number the points in
+// run order). The lanes take the points 32 at a time; a lane whose point starts a run walks it.
+// Returns {axis, runs}, the same in every lane.
 template <typename Offset, typename At, typename Run>
 __device__ __forceinline__ int2 warp_point_runs(int n, const Offset& offset, const At& at, const Run& run) {
   const int lane = threadIdx.x & 31;

@@ -1,6 +1,6 @@
 // The interpolated window family's segment tables, built in one pass from the taps' points: the
-// union of each block's points (unite_block_points) and the runs of that union (warp_point_runs),
-// which every channel of the block shares. The tables are those that interp_segments_kernel builds
+// union of each block's points (unite_block_points) and the runs of that union (united_runs), which
+// every channel of the block shares. The tables are those that interp_segments_kernel builds
 // from interp_block_union_kernel's united rows, value for value, without building the same runs
 // once per channel of a block (and without the united rows in global memory between two kernels).
 #pragma once
@@ -32,13 +32,13 @@ struct UnitedSegmentsParams {
 // A united block's shared memory: the union's runs and numbering, each channel's weights at its points.
 template <int CB>
 struct UnitedSegmentsSmem {
-  int4 seg[kSegMaxPoints];          // the union's runs
-  int point_of[kSegGridCells];      // 1 + the union point at each offset, 0 for none
-  int2 off[kSegMaxPoints];          // the union's points, row major
-  int slot[kSegMaxPoints];          // each union point's place in its run, then its slot in run order
-  int start[kSegMaxPoints];         // each union point's run's first point (while found: a point before it)
-  int first[kSegMaxPoints];         // at a run's first point: its length, then its first slot
-  float w[CB][kSegMaxPoints];       // each channel's weight at each union point, 0 where it reads none
+  int4 seg[kSegMaxPoints];      // the union's runs
+  int point_of[kSegGridCells];  // 1 + the union point at each offset, 0 for none
+  int2 off[kSegMaxPoints];      // the union's points, row major
+  int slot[kSegMaxPoints];      // each union point's place in its run, then its slot in run order
+  int start[kSegMaxPoints];     // each union point's run's first point (while found: a point before it)
+  int first[kSegMaxPoints];     // at a run's first point: its length, then its first slot
+  float w[CB][kSegMaxPoints];   // each channel's weight at each union point, 0 where it reads none
 };
 
 // The runs of a united block's n points (sm.off, numbered in sm.point_of; offsets sign * off, within
