@@ -141,38 +141,30 @@ __global__ static void __launch_bounds__(32 * kSegWarps)
 struct InterpSegments {
   at::Tensor ints, weights;  // ints: info (C * 4) | segs (C * R * 4) | slot_of (C * R, with slots)
   int64_t C, R;
-  const SegInfo* info() const { return reinterpret_cast<const SegInfo*>(ints.data_ptr<int>()); }
-  const int4* segs() const { return reinterpret_cast<const int4*>(ints.data_ptr<int>() + 4 * C); }
-  const float* w() const { return weights.data_ptr<float>(); }
+  // Uninitialised tables of C channels of R rows, on the device of `like`.
+  static InterpSegments empty(int64_t C, int64_t R, const at::Tensor& like, bool slots = false) {
+    return InterpSegments{at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt)),
+                          at::empty({C * R}, like.options().dtype(at::kFloat)), C, R};
+  }
+  SegInfo* info() const { return reinterpret_cast<SegInfo*>(ints.data_ptr<int>()); }
+  int4* segs() const { return reinterpret_cast<int4*>(ints.data_ptr<int>() + 4 * C); }
+  float* w() const { return weights.data_ptr<float>(); }
   at::Tensor slot_of() const { return ints.narrow(0, 4 * C + 4 * C * R, C * R).view({C, R}); }
   // As the segment kernels read them, with the halos of the points they were built from.
   SegTableView view(const int2* halo) const { return SegTableView{info(), segs(), w(), halo}; }
 };
 
-// The segment tables of points given as tables of rows per channel: offsets sign * off, weights w,
-// the first npts of each channel, same-as-previous flags `same` (null: none; the NCHW kernels take
-// one channel per block).
-inline InterpSegments build_interp_segments(const int2* off, const float* w, const int* npts, const int* same,
-                                            int64_t C, int64_t R, const at::Tensor& like, int h, int sign,
-                                            bool slots = false) {
-  InterpSegments s;
-  s.C = C;
-  s.R = R;
-  s.ints = at::empty({4 * C + (slots ? 5 : 4) * C * R}, like.options().dtype(at::kInt));
-  s.weights = at::empty({C * R}, like.options().dtype(at::kFloat));
-  interp_segments_kernel<<<ceil_div(C, int64_t(kSegWarps)), 32 * kSegWarps, 0, at::cuda::getCurrentCUDAStream()>>>(
-      off, w, npts, same, static_cast<int>(C), static_cast<int>(R), h, sign,
-      reinterpret_cast<SegInfo*>(s.ints.data_ptr<int>()), reinterpret_cast<int4*>(s.ints.data_ptr<int>() + 4 * C),
-      s.weights.data_ptr<float>(), slots ? s.ints.data_ptr<int>() + 4 * C + 4 * C * R : nullptr);
-  MMO1D_CUDA_CHECK(cudaGetLastError());
-  return s;
-}
-
-// The same from the first `npts` points of tables t (their same flags if built with_same).
+// The segment tables of the first npts points of tables t (their same flags if built with_same):
+// offsets sign * off, one warp a channel.
 inline InterpSegments build_interp_segments(const InterpTables<float>& t, const int* npts, int h, int sign,
                                             bool slots = false) {
+  const InterpSegments s = InterpSegments::empty(t.C, t.R, t.ints, slots);
   const int* same = t.same.defined() ? t.same.data_ptr<int>() : nullptr;
-  return build_interp_segments(t.off(), t.w(), npts, same, t.C, t.R, t.ints, h, sign, slots);
+  interp_segments_kernel<<<ceil_div(t.C, int64_t(kSegWarps)), 32 * kSegWarps, 0, at::cuda::getCurrentCUDAStream()>>>(
+      t.off(), t.w(), npts, same, static_cast<int>(t.C), static_cast<int>(t.R), h, sign, s.info(), s.segs(), s.w(),
+      slots ? s.slot_of().data_ptr<int>() : nullptr);
+  MMO1D_CUDA_CHECK(cudaGetLastError());
+  return s;
 }
 
 }  // namespace cuda

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 
 #include <algorithm>
 
@@ -226,12 +225,7 @@ __global__ void __launch_bounds__(32 * CB)
 // as a row holds (and kSegMaxPoints); offsets within h ((2 h + 1)^2 <= kSegGridCells).
 template <int CB>
 InterpSegments build_united_segments(const InterpTables<float>& t, const int* npts, int h, int sign) {
-  InterpSegments s;
-  s.C = t.C;
-  s.R = t.R;
-  s.ints = at::empty({4 * t.C + 4 * t.C * t.R}, t.ints.options());
-  s.weights = at::empty({t.C * t.R}, t.accs.options());
-  int* ip = s.ints.data_ptr<int>();
+  const InterpSegments s = InterpSegments::empty(t.C, t.R, t.ints);
   const UnitedSegmentsParams params{.off = t.off(),
                                     .pw = t.w(),
                                     .npts = npts,
@@ -240,9 +234,9 @@ InterpSegments build_united_segments(const InterpTables<float>& t, const int* np
                                     .h = h,
                                     .sign = sign,
                                     .cap = static_cast<int>(std::min<int64_t>(t.R, kSegMaxPoints)),
-                                    .info = reinterpret_cast<SegInfo*>(ip),
-                                    .segs = reinterpret_cast<int4*>(ip + 4 * t.C),
-                                    .segw = s.weights.data_ptr<float>()};
+                                    .info = s.info(),
+                                    .segs = s.segs(),
+                                    .segw = s.w()};
   launch_on_stream(interp_united_segments_kernel<CB>, ceil_div(t.C, int64_t(CB)), 32 * CB, 0, params);
   return s;
 }
