@@ -60,6 +60,12 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
 
   __shared__ int s_np, s_ph, s_pw, s_uniform[4];
   __shared__ float s_bias[kFastThreads / 32][CB];  // per warp: the bias gradient's partial sums
+  // The grouped kernel at stride 1 (small planes) skips the points that lie beyond the plane for every
+  // channel of the block (|dh| >= H or |dw| >= W: sums of zero padding): bit j of s_beyond is point j
+  // of the slice's, for slices of up to kVecWgradSkipPoints points.
+  constexpr bool kSkip = GROUPED && P == 1;
+  __shared__ unsigned s_beyond[kSkip ? kVecWgradSkipPoints / 32 : 1];
+  if (kSkip && threadIdx.x < kVecWgradSkipPoints / 32) s_beyond[threadIdx.x] = ~0u;
   block_channel_summary<V>(tables.npts, tables.halo, tables.same, c0, CB, g.C, &s_np, &s_ph, &s_pw, s_uniform);
   __syncthreads();
   const int np = min(max(s_np - j0, 0), pcap), ph = s_ph, pwid = s_pw;
@@ -100,8 +106,35 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   if (first_issued) stage_strip(n_first, 0, false);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
-    const int2 o = (ch < g.C && j0 + j < tables.npts[ch]) ? tables.off[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
+    const bool has = ch < g.C && j0 + j < tables.npts[ch];
+    const int2 o = has ? tables.off[int64_t(ch) * g.K + j0 + j] : make_int2(0, 0);
     soff[e] = (o.x + ph) * EW + (o.y + pwid);
+    if (kSkip && has && abs(o.x) < Hs && abs(o.y) < Ws && j < kVecWgradSkipPoints) {
+      atomicAnd(&s_beyond[j >> 5], ~(1u << (j & 31)));
+    }
+  }
+  // The points kept, their offsets moved to rows 0..nkept-1 in order (through red's memory). A point's
+  // group is its kept row's, not its own row's: the group's warps cover the tile with the same slots
+  // in the same order whichever group it is, so each kept point's sum is what it was.
+  const bool skipping = kSkip && np <= kVecWgradSkipPoints;
+  auto kept_before = [&](int j) {  // kept points among [0, j) (skipping)
+    int n = 0;
+    for (int w = 0; w < (j >> 5); ++w) n += __popc(~s_beyond[w]);
+    return n + __popc(~s_beyond[j >> 5] & ((1u << (j & 31)) - 1u));
+  };
+  auto is_kept = [&](int j) { return ((s_beyond[j >> 5] >> (j & 31)) & 1u) == 0u; };
+  int nkept = np;
+  if (skipping) {
+    __syncthreads();  // soff and s_beyond written
+    nkept = np == 0 ? 0 : kept_before(np - 1) + (is_kept(np - 1) ? 1 : 0);
+    int* moved = reinterpret_cast<int*>(red);
+    for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
+      const int j = e / CB;
+      if (is_kept(j)) moved[kept_before(j) * CB + e - j * CB] = soff[e];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nkept * CB; e += blockDim.x) soff[e] = moved[e];
+    __syncthreads();  // red's memory read before it is cleared
   }
   for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
   const bool uniform = s_uniform[quarter] != 0;
@@ -161,7 +194,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
             for (int k = 0; k < V; ++k) bacc[k] += gv[r][k];
           }
         }
-        for (int j = group; j < np; j += groups) {
+        for (int j = group; j < nkept; j += groups) {
           float part[V];
 #pragma unroll
           for (int k = 0; k < V; ++k) part[k] = 0.0f;
@@ -203,8 +236,16 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
     if (ch >= g.C || j0 + j >= tables.npts[ch]) continue;
+    int row = j;
+    if constexpr (kSkip) {
+      if (skipping && !is_kept(j)) {
+        partial[part.row(ch) * g.K + j0 + j] = 0.0f;  // a point beyond the plane
+        continue;
+      }
+      if (skipping) row = kept_before(j);
+    }
     float v = 0.0f;
-    for (int w = j % groups; w < nwarps; w += groups) v += red[(w * np + j) * CB + k];
+    for (int w = row % groups; w < nwarps; w += groups) v += red[(w * np + row) * CB + k];
     partial[part.row(ch) * g.K + j0 + j] = v;
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
