@@ -66,15 +66,17 @@ CASES = [
     (1, 3, 5, 7, 5, 3, torch.bfloat16, 'channels_last'),
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_win, interp_vec_wgrad
     (2, 20, 29, 30, 15, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_vec (unaligned channels)
-    (2, 64, 29, 30, 15, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc, interp_wgrad_nhwc
-    (2, 32, 45, 37, 31, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # ... small tiles: 2 outputs a thread,
-    # the weight gradient with the points across the slots
+    (2, 64, 29, 30, 15, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # interp_gather_nhwc,
+    # interp_vec_wgrad_classes (the weight gradient per parity class; interp_wgrad_nhwc: stride 3 below)
+    (2, 32, 45, 37, 31, 2, torch.bfloat16, 'channels_last', 'bilinear'),  # ... small tiles: 2 outputs a thread
+    (2, 32, 45, 37, 31, 2, torch.float64, 'channels_last', 'bilinear'),  # interp_wgrad_nhwc: the weight gradient
+    # with the points across the slots (the general kernels' small tiles)
     (2, 24, 25, 27, 15, 2, torch.float32, 'nchw', 'gaussian'),           # interp_gather_nchw, interp_wgrad_nchw
     (2, 24, 29, 30, 31, 1, torch.bfloat16, 'nchw', 'bilinear'),          # interp_seg, interp_seg_wgrad
     (2, 24, 29, 30, 31, 1, torch.float32, 'nchw', 'bilinear'),           # (16-bit: sum columns of two lanes)
     (1, 8, 56, 60, 31, 1, torch.float32, 'nchw', 'gaussian'),            # float32, two tasks per thread
     (1, 8, 20, 21, 63, 1, torch.float64, 'channels_last', 'gaussian'),
-    (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),
+    (1, 3, 5, 7, 5, 3, torch.float16, 'channels_last', 'bilinear'),  # interp_wgrad_nhwc (stride 3)
     (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win, lanes across 2 angles
     # interp_win with per-channel angles: blocks that walk the union of their channels' points
     # (learned: the 8 directions moved by up to 0.05 rad), blocks that keep their own (arbitrary).
@@ -83,6 +85,8 @@ CASES = [
     (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
     (2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: groups of warps
     (2, 48, 14, 14, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: points across slots
+    (2, 64, 58, 60, 15, 2, torch.float16, 'channels_last', 'bilinear', 'learned'),  # wgrad classes, united rows
+    (2, 24, 33, 35, 15, 2, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),  # ... own rows, float32
     (2, 40, 16, 13, 15, 1, torch.float16, 'channels_last', 'gaussian', 'arbitrary'),  # ... lanes' own points
     # interp_win on planes that one block covers: several images a block over the tables' merged weights
     (23, 1536, 14, 14, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # groups of one image

@@ -32,8 +32,9 @@ MMO1D_FAMILY(InterpWin, false, false, true, "interp_win")
 // gradient over the runs of the taps' samples (interp_seg/).
 MMO1D_FAMILY(InterpSeg, false, false, true, "interp_seg", "interp_seg_wgrad")
 // Interpolated taps ('bilinear', 'gaussian'), channels_last, stride 1: the vector gathers and
-// weight gradient on the taps' samples, the bias gradient in the same pass (interp_vec/).
-MMO1D_FAMILY(InterpVec, false, true, true, "interp_vec", "interp_vec_wgrad")
+// weight gradient on the taps' samples, the bias gradient in the same pass; the weight gradient at
+// stride 2 per parity class (interp_vec/).
+MMO1D_FAMILY(InterpVec, false, true, true, "interp_vec", "interp_vec_wgrad", "interp_vec_wgrad_classes")
 // Interpolated taps ('bilinear', 'gaussian'), every dtype, stride, K and layout: the general kernels
 // on the taps' samples, and the angle gradient; the bias gradient summed in slices of images
 // (interp/).

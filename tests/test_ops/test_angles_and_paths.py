@@ -87,8 +87,8 @@ def test_path_list_comes_from_the_compiled_families():
     # The general family serves every rounded call, so the dispatcher tries it last; the
     # interpolated families serve the interpolated calls (learnable angles), the fast ones first.
     assert paths[-4:] == ['general_gather_nchw', 'general_gather_nhwc', 'general_wgrad_nchw', 'general_wgrad_nhwc']
-    interp = ['interp_win', 'interp_seg', 'interp_seg_wgrad', 'interp_vec',
-              'interp_vec_wgrad', 'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw',
+    interp = ['interp_win', 'interp_seg', 'interp_seg_wgrad', 'interp_vec', 'interp_vec_wgrad',
+              'interp_vec_wgrad_classes', 'interp_gather_nchw', 'interp_gather_nhwc', 'interp_wgrad_nchw',
               'interp_wgrad_nhwc']
     assert [p for p in paths if p.startswith('interp_')] == interp
 

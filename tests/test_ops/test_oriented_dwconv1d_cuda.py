@@ -51,8 +51,8 @@ def test_gpu_matches_cpu(layout, dtype, stride, residual, rounding):
 @pytest.mark.parametrize('stride', [1, 2])
 @pytest.mark.parametrize('rounding', ['trunc', 'bilinear'])
 def test_gradients_are_deterministic(layout, dtype, stride, rounding):
-    """Bilinear taps at stride 2 in channels_last take the weight gradient with the points across the
-    pixel slots (tiles of at most 128 outputs); the others the per-slot sums."""
+    """Bilinear taps at stride 2 in channels_last take the weight gradient per parity class
+    (interp_vec_wgrad_classes); the others the per-slot sums."""
     x, weight, theta, bias = make_inputs(8, 64, 28, 28, 31, dtype=dtype, device='cuda', seed=6)
     x = x.contiguous(memory_format=FORMATS[layout])
     theta = oriented_angles(64).cuda()

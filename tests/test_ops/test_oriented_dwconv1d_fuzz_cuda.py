@@ -427,7 +427,9 @@ def test_path_query_follows_the_domains():
     assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
         'interp_vec_wgrad'
     assert oriented_dwconv1d_path(x, w, 2, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
-    assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian', radius=RADIUS) == 'interp_wgrad_nhwc'
+    assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
+        'interp_vec_wgrad_classes'
+    assert oriented_dwconv1d_path(x, w, 3, 'backward_weight', rounding='bilinear') == 'interp_wgrad_nhwc'
     assert oriented_dwconv1d_path(x.double(), w.double(), 1, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x.contiguous(), w, 2, 'backward_input', rounding='bilinear') == 'interp_gather_nchw'
     assert oriented_dwconv1d_path(x.contiguous(), w, 1, 'backward_input', rounding='bilinear') == 'interp_seg'

@@ -1,5 +1,6 @@
 // Launcher of the interpolated vector family: 'bilinear' and 'gaussian' taps on channels_last
-// float32, float16 and bfloat16 tensors at stride 1, through the channels_last vector kernels
+// float32, float16 and bfloat16 tensors at stride 1 (and the weight gradient at stride 2, per parity
+// class: interp_vec_classes.cuh), through the channels_last vector kernels
 // (vec_gather/, vec_wgrad/) over the points of the taps' samples (interp_tables.cuh), each block of
 // channels walking the union of its channels' points (interp_union.cuh). The gathers read the
 // points of nonzero coefficient; the weight-gradient kernel sums dy * x at every point (all of them
@@ -12,9 +13,11 @@
 #include "../common/interp_contract.cuh"
 #include "../common/interp_tables.cuh"
 #include "../common/interp_union.cuh"
+#include "../common/tiling.cuh"
 #include "../families.cuh"
 #include "../vec_gather/vec_gather.cuh"
 #include "../vec_wgrad/vec_wgrad.cuh"
+#include "interp_vec_classes.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -34,13 +37,19 @@ constexpr int kInterpWgradPoints = 64;
 constexpr int64_t kInterpAcrossPixels = 196;
 constexpr int kInterpAcrossRows = 64;
 
-// Domain: interpolated taps, channels_last, stride 1, float32/float16/bfloat16, any C and K whose
-// tiles fit (the tables hold interp_rows points per channel, within interp_halo of the output).
+// Domain: interpolated taps, channels_last, float32/float16/bfloat16, any C and K whose tiles fit
+// (the tables hold interp_rows points per channel, within interp_halo of the output): stride 1, and
+// the weight gradient at stride 2 (the four parity classes' tables hold all of a channel's rows).
 template <typename scalar_t>
 bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
-  if (!p.nhwc || p.stride != 1) return false;
+  if (!p.nhwc || (p.stride != 1 && p.stride != 2)) return false;
   const int rows = interp_rows(p.rule, p.K);
   const int halo_k = 2 * interp_halo(p.rule, p.K) + 1;  // a line of halo_k taps has the points' halo bound
+  if (p.stride == 2) {
+    if (pass != Pass::kWeightGrad) return false;
+    plan->path = "interp_vec_wgrad_classes";
+    return plan_vec_wgrad<scalar_t>(p, rows, class_halo_k(halo_k), 4, rows, plan, false);
+  }
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad";
     const bool across = p.H * p.W <= kInterpAcrossPixels || rows > kInterpAcrossRows;
@@ -68,11 +77,20 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
     return;
   }
   at::Tensor bpartial;
-  const at::Tensor partial =
-      launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, tables, a.db != nullptr ? &bpartial : nullptr);
+  at::Tensor partial, map;
+  if (plan.classes == 4) {
+    // Stride 2: the rows split into the parity classes, each own point mapped to its class's row.
+    const InterpClasses k = split_interp_classes(tables, unite ? u.map().data_ptr<int>() : nullptr, t.npts(all), t.C,
+                                                 t.R, plan.parts, t.ints.options());
+    partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, k.view(), a.db != nullptr ? &bpartial : nullptr);
+    map = k.map();
+  } else {
+    partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, tables, a.db != nullptr ? &bpartial : nullptr);
+    if (unite) map = u.map();
+  }
   // Rows beyond a block's points are not written; contract() reads none of them. With united
   // points, each of a channel's own points has the row of its place in the union.
-  contract<scalar_t, float>(t, partial, plan.parts, unite ? u.map() : at::Tensor(), all, a.weight, a.out, a.dtheta);
+  contract<scalar_t, float>(t, partial, plan.parts, map, all, a.weight, a.out, a.dtheta);
   if (a.db != nullptr) a.db->copy_(bpartial.view({t.C, plan.parts}).sum(1));
 }
 
