@@ -56,7 +56,8 @@ template <typename scalar_t>
 auto across_kernel(int points) {
   return points == 8    ? vec_wgrad_across_kernel<scalar_t, 1>
          : points == 16 ? vec_wgrad_across_kernel<scalar_t, 2>
-                        : vec_wgrad_across_kernel<scalar_t, 4>;
+         : points == 32 ? vec_wgrad_across_kernel<scalar_t, 4>
+                        : vec_wgrad_across_kernel<scalar_t, 8>;
 }
 
 // The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);
