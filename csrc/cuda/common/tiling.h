@@ -65,14 +65,12 @@ constexpr int kVecWgradWideBlocks = 2;
 // 7 x 7 planes a K=31 line keeps 13-19 of its 31 taps, a bilinear union 35-44% of its points.
 constexpr int kVecWgradSkipPoints = 256;
 // Planes of more than 128 pixels (smaller ones: the grouped kernel) that one block covers instead take
-// the points across the pixel slots (vec_wgrad_across_kernel): a block's slice of points is 1, 2, 4
-// or 8 passes of a warp's eight slots, each summed over the warp's share of the plane's outputs,
+// the points across the pixel slots (vec_wgrad_across_kernel): a block's slice of points is one, two
+// or four passes of a warp's eight slots, each summed over the warp's share of the plane's outputs,
 // so that no per-point sum over the slots runs. Against the slot kernel (H200, 64 x 1536, 8
 // directions, bf16 and fp16 kernel time): 14 x 14 0.67-0.68x at K=31, 0.86-0.88x at K=15; 20 x 20
 // 0.82-0.84x at K=31 but 1.06x at K=15, 28 x 28 at K=15 1.16x: larger planes only in slices of 32.
-// Slices of 64 points (eight passes, two blocks per SM) halve the learned angles' slices on 14 x 14
-// planes (a bilinear K=31 union of 67-96 points) and with them the tile's staging.
-constexpr int kVecWgradAcrossPoints[] = {8, 16, 32, 64};
+constexpr int kVecWgradAcrossPoints[] = {8, 16, 32};
 constexpr int kVecWgradAcrossPixels = 256;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 // Window gathers on planes that one block covers: up to this many images per block, so that the

@@ -56,8 +56,7 @@ template <typename scalar_t>
 auto across_kernel(int points) {
   return points == 8    ? vec_wgrad_across_kernel<scalar_t, 1>
          : points == 16 ? vec_wgrad_across_kernel<scalar_t, 2>
-         : points == 32 ? vec_wgrad_across_kernel<scalar_t, 4>
-                        : vec_wgrad_across_kernel<scalar_t, 8>;
+                        : vec_wgrad_across_kernel<scalar_t, 4>;
 }
 
 // The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);

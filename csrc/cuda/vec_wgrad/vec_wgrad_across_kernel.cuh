@@ -74,8 +74,7 @@ __device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const scalar
 // eight slots' pixels of consecutive points along the line fall on distinct 32-byte bank groups (two
 // ways at most).
 template <typename scalar_t, int PASSES>
-__global__ void __launch_bounds__(kFastThreads, PASSES > 4 ? 2 : 3)
-    vec_wgrad_across_kernel(const VecWgradParams<scalar_t> params) {
+__global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const VecWgradParams<scalar_t> params) {
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV, PCAP = 8 * PASSES;
   constexpr int kWarps = kFastThreads / 32;
   const FastGeometry g = params.g;
