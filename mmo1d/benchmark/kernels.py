@@ -5,6 +5,7 @@ Wall-clock step times include the gaps between kernels (host overhead, launch la
 with whatever else runs on a shared GPU; the sum of kernel times measures the work on the device
 alone and is the steadier figure to compare two models by.
 """
+import re
 from typing import Callable, Dict, Iterable
 
 import torch
@@ -25,6 +26,23 @@ def device_self_us(evt) -> float:
     return float(us)
 
 
+def short_kernel_name(name: str) -> str:
+    """A kernel's name without ``void``, its parameter list and the namespaces ``mmo1d::cuda::``,
+    ``mmo1d::``, ``c10::`` and ``(anonymous namespace)::``, its template arguments kept:
+    ``'void mmo1d::cuda::vec_wgrad_nhwc_kernel<c10::BFloat16, 7, 1, true>(mmo1d::cuda::VecWgradParams<...>)'``
+    -> ``'vec_wgrad_nhwc_kernel<BFloat16, 7, 1, true>'``."""
+    s = name.strip()
+    s = s[5:] if s.startswith('void ') else s
+    s = s.replace('(anonymous namespace)::', '')
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += (ch == '<') - (ch == '>')
+        if ch == '(' and depth == 0 and i > 0 and not s[i - 1].isspace():  # not 'Memset (Device)'
+            s = s[:i]
+            break
+    return re.sub(r'\b(?:mmo1d::cuda::|mmo1d::|c10::)', '', s)
+
+
 def kernel_summary(events: Iterable, steps: int, top: int = TOP_KERNELS) -> Dict:
     """Kernel time per step and the largest kernels of ``steps`` profiled steps.
 
@@ -37,8 +55,9 @@ def kernel_summary(events: Iterable, steps: int, top: int = TOP_KERNELS) -> Dict
     Returns:
         ``kernel_ms`` (sum of the device self-times, milliseconds per step), ``launches`` (device
         events per step), ``own_kernel_ms`` (the part of ``kernel_ms`` in this project's kernels,
-        :data:`OWN_KERNELS`), ``kernel_steps`` and ``top_kernels``: ``{'name', 'total_ms', 'count'}``
-        over all ``steps``, largest first.
+        :data:`OWN_KERNELS`), ``kernel_steps``, ``top_kernels``: ``{'name', 'total_ms', 'count'}``
+        over all ``steps``, largest first, and ``own_kernels``: the same of every kernel of this
+        project (what a comparison of two builds sets side by side).
 
     Raises:
         ValueError: if ``steps`` < 1.
@@ -58,6 +77,8 @@ def kernel_summary(events: Iterable, steps: int, top: int = TOP_KERNELS) -> Dict
         'own_kernel_ms': round(sum(ms for name, ms, _ in kernels if OWN_KERNELS in name) / steps, 4),
         'kernel_steps': steps,
         'top_kernels': [{'name': name, 'total_ms': round(ms, 4), 'count': count} for name, ms, count in kernels[:top]],
+        'own_kernels': [{'name': name, 'total_ms': round(ms, 4), 'count': count} for name, ms, count in kernels
+                        if OWN_KERNELS in name],
     }
 
 

@@ -5,11 +5,20 @@ models by running it once in each build (the earlier tree first on ``PYTHONPATH`
 does both) and setting the two results files side by side. Summed kernel time is the measure (it holds
 steady from run to run where the wall clock of a shared machine does not); each model's wall-clock
 median is listed beside it, and timm's ConvNeXt, the same in both builds, shows how far the machine
-itself moved between the runs.
+itself moved between the runs. Where both runs list this project's kernels (``own_kernels``), the
+kernels whose time per step moved most are listed for each case: which kernels a change sped up or
+slowed down.
 """
 from typing import Dict, List, Optional, Tuple
 
+from .kernels import short_kernel_name
+
 Key = Tuple[str, str, str]
+
+#: Kernels listed per case, largest move first.
+KERNEL_MOVES = 6
+#: Moves smaller than this (milliseconds per step) are not listed.
+MIN_MOVE_MS = 0.01
 
 
 def _by_key(result: Dict) -> Dict[Key, Dict]:
@@ -50,6 +59,36 @@ def compare_builds(old: Dict, new: Dict) -> List[Dict]:
     return rows
 
 
+def _per_step(rec: Dict) -> Dict[str, float]:
+    """Milliseconds per step of each of this project's kernels in a record, by short name."""
+    out: Dict[str, float] = {}
+    for k in rec['own_kernels']:
+        name = short_kernel_name(k['name'])
+        out[name] = out.get(name, 0.0) + k['total_ms'] / rec['kernel_steps']
+    return out
+
+
+def kernel_moves(old: Dict, new: Dict, top: int = KERNEL_MOVES) -> List[Dict]:
+    """For each case whose records in both runs list this project's kernels, the ``top`` kernels
+    whose milliseconds per step moved most (at least :data:`MIN_MOVE_MS`), largest move first; a
+    kernel that one build does not launch counts 0 there. Rows of ``model``, ``mode``, ``pass``,
+    ``kernel`` (:func:`~mmo1d.benchmark.kernels.short_kernel_name`), ``old_ms``, ``new_ms`` and
+    ``delta_ms``, cases in the order of ``new``'s records."""
+    olds = _by_key(old)
+    rows = []
+    for key, rec in _by_key(new).items():
+        was = olds.get(key)
+        if was is None or 'own_kernels' not in rec or 'own_kernels' not in was:
+            continue
+        a, b = _per_step(was), _per_step(rec)
+        moves = [(name, a.get(name, 0.0), b.get(name, 0.0)) for name in dict.fromkeys([*a, *b])]
+        moves = [m for m in moves if abs(m[2] - m[1]) >= MIN_MOVE_MS]
+        moves.sort(key=lambda m: -abs(m[2] - m[1]))
+        rows += [{'model': key[0], 'mode': key[1], 'pass': key[2], 'kernel': name, 'old_ms': o, 'new_ms': n,
+                  'delta_ms': n - o} for name, o, n in moves[:top]]
+    return rows
+
+
 def summarize_builds(old: Dict, new: Dict) -> str:
     """The markdown of :func:`compare_builds`, headed by both runs' commits, dates and commands."""
     rows = compare_builds(old, new)
@@ -67,4 +106,11 @@ def summarize_builds(old: Dict, new: Dict) -> str:
         lines.append(f"| {r['model']} | {r['mode']} | {r['pass']} | {_cell(r['old_kernel_ms'], 2)} | "
                      f"{_cell(r['new_kernel_ms'], 2)} | {_cell(r['kernel_ratio'], 3)} | {r['old_ms']:.2f} | "
                      f"{r['new_ms']:.2f} | {_cell(r['ms_ratio'], 3)} |")
+    moves = kernel_moves(old, new)
+    if moves:
+        lines += ['', f'Our kernels that moved most (ms per step, at most {KERNEL_MOVES} a case; a kernel one build '
+                  'does not launch reads 0 there):', '',
+                  '| model | mode | pass | kernel | old ms | new ms | new - old |', '|---|---|---|---|---|---|---|']
+        lines += [f"| {r['model']} | {r['mode']} | {r['pass']} | `{r['kernel']}` | {r['old_ms']:.3f} | "
+                  f"{r['new_ms']:.3f} | {r['delta_ms']:+.3f} |" for r in moves]
     return '\n'.join(lines)

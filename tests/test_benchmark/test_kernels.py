@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mmo1d.benchmark.kernels import device_self_us, kernel_summary, profile_kernels
+from mmo1d.benchmark.kernels import device_self_us, kernel_summary, profile_kernels, short_kernel_name
 
 CUDA, CPU = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
 
@@ -24,6 +24,34 @@ def test_kernel_summary_sums_device_events_per_step():
     assert out['top_kernels'] == [{'name': 'dwconv', 'total_ms': 4.5, 'count': 4},
                                   {'name': 'gemm', 'total_ms': 3.0, 'count': 4},
                                   {'name': 'ln_fwd', 'total_ms': 1.0, 'count': 8}]
+
+
+def test_own_kernels_are_all_of_this_projects_kernels():
+    events = [event('void mmo1d::cuda::vec_wgrad_nhwc_kernel<float, 7, 1, true>(int)', 200.0, 2),
+              event('gemm', 3000.0, 4), event('void mmo1d::cuda::win_gather_nhwc_kernel<float>(int)', 900.0, 4),
+              event('void mmo1d::layer_norm_kernel<float>(int)', 100.0, 2)]
+    out = kernel_summary(events, steps=2, top=1)
+    assert [k['name'] for k in out['top_kernels']] == ['gemm']
+    # Every own kernel, largest first, however few of them the top list holds.
+    assert out['own_kernels'] == [
+        {'name': 'void mmo1d::cuda::win_gather_nhwc_kernel<float>(int)', 'total_ms': 0.9, 'count': 4},
+        {'name': 'void mmo1d::cuda::vec_wgrad_nhwc_kernel<float, 7, 1, true>(int)', 'total_ms': 0.2, 'count': 2},
+        {'name': 'void mmo1d::layer_norm_kernel<float>(int)', 'total_ms': 0.1, 'count': 2}]
+    assert out['own_kernel_ms'] == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize('name, short', [
+    ('void mmo1d::cuda::vec_wgrad_nhwc_kernel<c10::BFloat16, 7, 1, true>(mmo1d::cuda::VecWgradParams<c10::BFloat16>)',
+     'vec_wgrad_nhwc_kernel<BFloat16, 7, 1, true>'),
+    ('void mmo1d::(anonymous namespace)::gelu_bias_rows_kernel<c10::Half, 8>(c10::Half const*, float)',
+     'gelu_bias_rows_kernel<Half, 8>'),
+    ('void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float)',
+     'at::native::vectorized_layer_norm_kernel<float, float>'),
+    ('Memset (Device)', 'Memset (Device)'),
+    ('dgrad2d_c1_k1_nhwc_specialized', 'dgrad2d_c1_k1_nhwc_specialized'),
+])
+def test_short_kernel_names(name, short):
+    assert short_kernel_name(name) == short
 
 
 def test_old_attribute_name_is_read():
@@ -59,3 +87,4 @@ def test_profile_kernels_on_the_gpu():
     assert out['kernel_ms'] > 0 and out['kernel_steps'] == 3
     top = out['top_kernels'][0]
     assert top['count'] == 3 and top['total_ms'] > 0
+    assert out['own_kernels'] == []  # a matrix product launches none of this project's kernels

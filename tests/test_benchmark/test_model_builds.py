@@ -2,7 +2,7 @@
 by hand from the records."""
 import pytest
 
-from mmo1d.benchmark.model_builds import compare_builds, summarize_builds
+from mmo1d.benchmark.model_builds import MIN_MOVE_MS, compare_builds, kernel_moves, summarize_builds
 
 
 def _result(commit, records, gpu='NVIDIA H200', batch=64):
@@ -56,3 +56,38 @@ def test_summary_names_both_commits_and_the_ratios():
 def test_runs_that_cannot_be_compared_are_refused(other, message):
     with pytest.raises(ValueError, match=message):
         compare_builds(OLD, other)
+
+
+WG = 'void mmo1d::cuda::vec_wgrad_nhwc_kernel<c10::BFloat16, 7, 1, true>(mmo1d::cuda::VecWgradParams<c10::BFloat16>)'
+ACROSS = 'void mmo1d::cuda::wgrad_nhwc_across_kernel<c10::BFloat16, float>(int)'
+CLASSES = 'void mmo1d::cuda::vec_wgrad_nhwc_kernel<c10::BFloat16, 8, 2, false>(mmo1d::cuda::VecWgradParams<...>)'
+GATHER = 'void mmo1d::cuda::win_gather_nhwc_kernel<c10::BFloat16, 4, 1, true>(int)'
+
+
+def _with_kernels(rec, steps, kernels):
+    return {**rec, 'kernel_steps': steps, 'own_kernels': [{'name': n, 'total_ms': ms, 'count': 1} for n, ms in kernels]}
+
+
+def test_kernel_moves_per_step_largest_first():
+    old = _result('9567a2f', [_with_kernels(_rec('ConvNeXt-T-1D-la (mmo1d)', 'bf16', 'train', 38.0, 36.95), 5,
+                                            [(GATHER, 32.8), (WG, 9.65), (ACROSS, 16.85)])])
+    new = _result('74bbf17', [_with_kernels(_rec('ConvNeXt-T-1D-la (mmo1d)', 'bf16', 'train', 37.0, 35.41), 5,
+                                            [(GATHER, 32.8 + MIN_MOVE_MS * 5 / 2), (WG, 8.9), (CLASSES, 11.05)])])
+    rows = kernel_moves(old, new)
+    # Per step (5 steps): the across kernel gone (3.37 -> 0), the classes' new (0 -> 2.21), the grouped
+    # kernel 1.93 -> 1.78; the gather moved by less than MIN_MOVE_MS and is left out.
+    assert [(r['kernel'], round(r['old_ms'], 3), round(r['new_ms'], 3)) for r in rows] == [
+        ('wgrad_nhwc_across_kernel<BFloat16, float>', 3.37, 0.0),
+        ('vec_wgrad_nhwc_kernel<BFloat16, 8, 2, false>', 0.0, 2.21),
+        ('vec_wgrad_nhwc_kernel<BFloat16, 7, 1, true>', 1.93, 1.78)]
+    assert rows[2]['delta_ms'] == pytest.approx(-0.15)
+    assert kernel_moves(old, new, top=1)[0]['kernel'] == 'wgrad_nhwc_across_kernel<BFloat16, float>'
+    md = summarize_builds(old, new)
+    assert '| ConvNeXt-T-1D-la (mmo1d) | bf16 | train | `vec_wgrad_nhwc_kernel<BFloat16, 8, 2, false>` | 0.000 | ' \
+           '2.210 | +2.210 |' in md
+
+
+def test_kernel_moves_need_both_runs_kernel_lists():
+    # OLD and NEW (above) list no kernels: no section.
+    assert kernel_moves(OLD, NEW) == []
+    assert 'moved most' not in summarize_builds(OLD, NEW)

@@ -195,7 +195,7 @@ def test_combine_rounds_keeps_graph_and_kernel_fields():
     top = [{'name': 'k', 'total_ms': 10.0, 'count': 5}]
     rounds = []
     for r, (a, b) in enumerate([(10.0, 3.0), (12.0, 2.0), (11.0, 4.0)]):  # round-major, as the tool times them
-        last = {'kernel_ms': 2.0, 'kernel_steps': 5, 'top_kernels': top} if r == 2 else {}
+        last = {'kernel_ms': 2.0, 'kernel_steps': 5, 'top_kernels': top, 'own_kernels': top[:1]} if r == 2 else {}
         rounds += [_round(timm, 'bf16', 'train', a, graph_ms=a - 1, **last),
                    _round(ours, 'bf16', 'train', a + 1, graph_ms=None, graph_error='E: capture failed'),
                    _round(timm, 'bf16', 'infer', b, graph_ms=b / 2),
@@ -209,6 +209,7 @@ def test_combine_rounds_keeps_graph_and_kernel_fields():
     assert by[timm, 'train']['graph_round_ms'] == [9.0, 11.0, 10.0]
     assert by[timm, 'train']['graph_img_per_s'] == round(64 / 10.0e-3, 1)
     assert by[timm, 'train']['kernel_ms'] == 2.0 and by[timm, 'train']['top_kernels'] == top
+    assert by[timm, 'train']['own_kernels'] == top[:1]  # what a comparison of two builds reads
     assert 'kernel_ms' not in by[timm, 'infer'] and 'graph_error' not in by[timm, 'infer']
     failed = by[ours, 'train']
     assert failed['graph_ms'] is None and failed['graph_img_per_s'] is None

@@ -454,7 +454,7 @@ def readme_table(*results: Dict) -> str:
 
 
 #: Fields of the profiled round that a combined record keeps.
-KERNEL_KEYS = ('kernel_ms', 'kernel_steps', 'top_kernels', 'kernel_error')
+KERNEL_KEYS = ('kernel_ms', 'kernel_steps', 'top_kernels', 'own_kernels', 'kernel_error')
 
 
 def combine_rounds(rounds: List[Dict], batch_size: int) -> List[Dict]:
