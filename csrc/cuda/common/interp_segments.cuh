@@ -49,6 +49,18 @@ __device__ __forceinline__ int warp_axis_runs(int n, int mode, const Offset& off
   return warp_sum(runs);
 }
 
+// One round of a warp's listing of runs, 32 points a round in the order of their index: the lane
+// whose point `begins` a run of len points gets its place in the list and its first slot through
+// run(index, s0); nseg and slot (the runs and points listed so far, the same in every lane) advance.
+template <typename Run>
+__device__ __forceinline__ void warp_list_runs(bool begins, int len, int* nseg, int* slot, const Run& run) {
+  const unsigned starts = __ballot_sync(0xffffffffu, begins);
+  const int incl = warp_inclusive_sum(len);  // the run lengths of this lane and the lanes before it
+  if (begins) run(*nseg + __popc(starts & ((1u << (threadIdx.x & 31)) - 1u)), *slot + incl - len);
+  *nseg += __popc(starts);
+  *slot += __shfl_sync(0xffffffffu, incl, 31);
+}
+
 // A warp's runs of n points along one of the four axes of mode_step, the axis with the fewest runs
 // (the first of equals), listed in the order of their first point's index (offset and at: as
 // warp_axis_runs takes them). run(index, dh, dw, len, s0, ui, uj) in the lane that starts a run: its
@@ -80,11 +92,7 @@ __device__ __forceinline__ int2 warp_point_runs(int n, const Offset& offset, con
       start = at(dh - ui, dw - uj) < 0;
       while (start && at(dh + len * ui, dw + len * uj) >= 0) ++len;
     }
-    const unsigned starts = __ballot_sync(0xffffffffu, start);
-    const int incl = warp_inclusive_sum(len);  // the run lengths of this lane and the lanes before it
-    if (start) run(nseg + __popc(starts & ((1u << lane) - 1u)), dh, dw, len, slot + incl - len, ui, uj);
-    nseg += __popc(starts);
-    slot += __shfl_sync(0xffffffffu, incl, 31);
+    warp_list_runs(start, len, &nseg, &slot, [&](int s, int s0) { run(s, dh, dw, len, s0, ui, uj); });
   }
   return make_int2(mode, nseg);
 }

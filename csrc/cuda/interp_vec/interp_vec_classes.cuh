@@ -66,12 +66,13 @@ struct InterpClasses {
   at::Tensor ints;  // coff (8 C R) | chalo (8 C) | cnpts (4 C) | csame (4 C) | place (C R) | map (C R)
   int64_t C = 0, R = 0;
   int* base() const { return ints.data_ptr<int>(); }
-  PointTableView<float> view() const {
-    int* ip = base();
-    return PointTableView<float>{reinterpret_cast<const int2*>(ip), nullptr, ip + 8 * C * R + 8 * C,
-                                 reinterpret_cast<const int2*>(ip + 8 * C * R), ip + 8 * C * R + 12 * C};
-  }
+  int2* coff() const { return reinterpret_cast<int2*>(base()); }
+  int2* chalo() const { return reinterpret_cast<int2*>(base() + 8 * C * R); }
+  int* cnpts() const { return base() + 8 * C * R + 8 * C; }
+  int* csame() const { return base() + 8 * C * R + 12 * C; }
+  int* place() const { return base() + 8 * C * R + 16 * C; }
   at::Tensor map() const { return ints.narrow(0, 8 * C * R + 16 * C + C * R, C * R).view({C, R}); }
+  PointTableView<float> view() const { return PointTableView<float>{coff(), nullptr, cnpts(), chalo(), csame()}; }
 };
 
 // rows: the points the weight gradient sums (the union of each block's, or each channel's own), R a
@@ -86,19 +87,18 @@ inline InterpClasses split_interp_classes(const PointTableView<float>& rows, con
   k.C = C;
   k.R = R;
   k.ints = at::empty({8 * C * R + 16 * C + 2 * C * R}, ints);
-  int* ip = k.base();
   const InterpClassesParams params{.rows = rows.wgrad(),
                                    .rows_of = rows_of,
                                    .own = own,
                                    .C = static_cast<int>(C),
                                    .R = static_cast<int>(R),
                                    .parts = parts,
-                                   .coff = reinterpret_cast<int2*>(ip),
-                                   .cnpts = ip + 8 * C * R + 8 * C,
-                                   .chalo = reinterpret_cast<int2*>(ip + 8 * C * R),
-                                   .csame = ip + 8 * C * R + 12 * C,
-                                   .place = ip + 8 * C * R + 16 * C,
-                                   .map = ip + 8 * C * R + 16 * C + C * R};
+                                   .coff = k.coff(),
+                                   .cnpts = k.cnpts(),
+                                   .chalo = k.chalo(),
+                                   .csame = k.csame(),
+                                   .place = k.place(),
+                                   .map = k.map().data_ptr<int>()};
   constexpr int kThreads = 64;
   launch_on_stream(interp_classes_kernel, ceil_div(C, int64_t(kThreads)), kThreads, 0, params);
   return k;

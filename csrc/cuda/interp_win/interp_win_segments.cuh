@@ -119,15 +119,11 @@ __device__ __forceinline__ int2 united_runs(UnitedSegmentsSmem<CB>& sm, int n, i
       const int j = j0 + lane;
       const bool begins = j < n && sm.start[j] == j;
       const int len = begins ? sm.first[j] : 0;
-      const unsigned starts = __ballot_sync(0xffffffffu, begins);
-      const int incl = warp_inclusive_sum(len);  // the run lengths of this lane and the lanes before it
-      if (begins) {
+      warp_list_runs(begins, len, &nseg, &slot, [&](int s, int s0) {
         const int2 o = offset(j);
-        sm.first[j] = slot + incl - len;
-        sm.seg[nseg + __popc(starts & ((1u << lane) - 1u))] = make_int4(o.x, o.y, len, slot + incl - len);
-      }
-      nseg += __popc(starts);
-      slot += __shfl_sync(0xffffffffu, incl, 31);
+        sm.first[j] = s0;
+        sm.seg[s] = make_int4(o.x, o.y, len, s0);
+      });
     }
     __syncwarp();
     for (int j = lane; j < n; j += 32) sm.slot[j] += sm.first[sm.start[j]];
