@@ -124,8 +124,8 @@ inline int nchw_class_threads(const GatherGeometry& g) {
 
 // Images per weight-gradient block (each block loops over a chunk of images): enough blocks
 // (blocks_per_chunk per chunk) to fill the GPU several times over, with the partial sums
-// (part_bytes per chunk) held to a sixteenth of x, at least 256 KiB: on small planes one chunk per
-// image would make the workspace a sizeable fraction of the input.
+// (part_bytes per chunk) held to a sixteenth of x, at least kWgradMinWorkspace (32 MiB): a bound in
+// bytes, as one chunk per image on small planes would make the workspace a multiple of the input.
 inline int wgrad_chunk(int64_t N, int64_t blocks_per_chunk, int64_t part_bytes, int64_t x_bytes) {
   const int64_t want_blocks = device_blocks(kWgradBlocksPerSM);
   const int64_t max_chunks =
