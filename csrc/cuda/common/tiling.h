@@ -105,7 +105,7 @@ constexpr int64_t kS2Budget = 80 * kKiB;         // stride-2 polyphase forward
 // Partial sums may always take kWgradMinWorkspace, or a sixteenth of x where that is more. With a
 // sixteenth of x alone, tables of many points (learned angles: 124 rows at K=31) on small planes had
 // one image chunk: at 7 x 7, 48-192 blocks of channels, each looping over all 64 images.
-constexpr int kWgradBlocksPerSM = 16;                // blocks the image chunks aim for, per SM
+constexpr int kWgradBlocksPerSM = 8;                 // blocks the image chunks aim for, per SM
 constexpr int64_t kWgradMinWorkspace = 32 * 1024 * kKiB;
 constexpr int kWgradWorkspaceShare = 16;
 
