@@ -59,6 +59,16 @@ auto across_kernel(int points) {
                         : vec_wgrad_across_kernel<scalar_t, 4>;
 }
 
+// Whether a plan takes the grouped kernel over whole planes (one tile), which fetches each next image
+// while one computes, and the room that takes after its tile: the next image's plane and two of dy.
+bool vec_wgrad_prefetches(const FastGeometry& g, int classes, int groups) {
+  return classes == 1 && groups > 1 && g.tiles == 1;
+}
+
+int64_t vec_wgrad_prefetch_bytes(const FastGeometry& g) {
+  return 3 * int64_t(g.H) * g.W * 32;  // 32 bytes of channels a pixel
+}
+
 // The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);
 // returns the blocks along the grid's x: the blocks of channels times the parts.
 template <typename scalar_t>
@@ -130,7 +140,8 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->groups = shape.groups;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
-  plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile};
+  const int64_t room = vec_wgrad_prefetches(g, classes, shape.groups) ? vec_wgrad_prefetch_bytes(g) : 0;
+  plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile + room};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
 

@@ -35,6 +35,9 @@ struct VecWgradParams {
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
+// Whole planes (GROUPED, stride 1; the launcher adds room for three planes after the tile:
+// vec_wgrad_prefetch_bytes): each next image's plane and dy are copied (cp.async) into that room while
+// an image computes; dy is then read from there.
 template <typename scalar_t, int OUTPUTS, int P, bool GROUPED>
 __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgradWideBlocks : 3)
     vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
@@ -104,6 +107,19 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   // (the strip's region of shared memory follows theirs).
   const bool first_issued = vec_ok && n_first < n_end;
   if (first_issued) stage_strip(n_first, 0, false);
+  // The grouped kernel over whole planes of several images: while an image computes, the next image's
+  // plane (into X2) and dy (into D2[its parity], as dy is read from there) are in flight, so that the
+  // image's chain holds no load from global memory: X2 is copied into the tile's plane after a barrier.
+  const bool prefetch = kSkip && whole_plane && vec_ok && n_end - n_first > 1;
+  const int plane_elems = Hs * Ws * CB;
+  scalar_t* X2 = S + params.tile_bytes / int(sizeof(scalar_t));
+  scalar_t* D2 = X2 + plane_elems;  // two planes of dy
+  auto issue_image = [&](int n, bool with_x) {
+    const int64_t image = int64_t(n) * g.H * g.W * g.C;
+    if (with_x) issue_nhwc_tile<scalar_t>(X2, params.io.x + image, g.C, Hs, Ws, c0, 0, 0, Hs, Ws, Ws, Ws, 1);
+    issue_nhwc_tile<scalar_t>(D2 + (n & 1) * plane_elems, dy + image, g.C, g.H, g.W, c0, 0, 0, g.H, g.W, g.W, g.W, 1);
+  };
+  if (prefetch) issue_image(n_first, false);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = c0 + k;
     const bool has = ch < g.C && j0 + j < tables.npts[ch];
@@ -148,12 +164,22 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       const int sh = min(strip, th - ps);
       if (first_issued && n == n_first && ps == 0) {
         cp_async_wait_all();
+      } else if (prefetch) {
+        cp_async_wait_all();
+        __syncthreads();  // the image's copies landed; the previous image's reads of S and D2 are done
+        for (int e = threadIdx.x; e < Hs * Ws * 2; e += blockDim.x) {  // two 16-byte halves a pixel
+          const int pix = e >> 1, i = pix / Ws, j = pix - i * Ws;
+          reinterpret_cast<uint4*>(S + ((ph + i) * EW + pwid + j) * CB)[e & 1] =
+              reinterpret_cast<const uint4*>(X2 + pix * CB)[e & 1];
+        }
       } else {
         __syncthreads();  // the previous strip's reads of S are done
         stage_strip(n, ps, true);
       }
       __syncthreads();  // the strip (and, the first time, the offsets and cleared sums) written
+      if (prefetch && n + 1 < n_end) issue_image(n + 1, true);
       const scalar_t* dyn = dy + int64_t(n) * g.H * g.W * g.C;
+      const scalar_t* dpl = D2 + (n & 1) * plane_elems + quarter * V;  // prefetch: the image's dy plane
       const int nout = sh * twd;
       for (int base = 0; base < nout; base += slots * OUTPUTS) {
         int sbB[OUTPUTS];  // byte offset of each output's pixel in S
@@ -167,7 +193,11 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
           for (int r = 0; r < OUTPUTS; ++r) {
             const auto [p, q, byte] = strip_output(div_tw, base + r * slots + slot, nout, EW);
             sbB[r] = byte;
-            raw[r] = *reinterpret_cast<const uint2*>(dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq);
+            if (prefetch) {  // the whole plane: (p, q) is the pixel
+              raw[r] = *reinterpret_cast<const uint2*>(dpl + (p * g.W + q) * CB);
+            } else {
+              raw[r] = *reinterpret_cast<const uint2*>(dyn + (int64_t(p0 + ps + p) * g.W + q0 + q) * g.C + cq);
+            }
           }
 #pragma unroll
           for (int r = 0; r < OUTPUTS; ++r) {
