@@ -74,7 +74,6 @@ struct Plan {
   int classes = 1, points = 0;  // parity classes (1 or 4); vector weight gradient: table rows per block
   int groups = 1;               // vector weight gradient: groups of warps that share out the points
   bool across = false;          // vector weight gradient: points across the pixel slots (small planes)
-  bool prefetch = false;        // ... room after the tile for the next image's copies (whole planes)
   bool one_list = false;        // window gathers: one staged segment list per block (ONE_LIST)
   int images = 1;               // window gathers: images per block (small planes) staged together,
   int image_groups = 1;         // ... in this many groups one after the other,

@@ -189,18 +189,6 @@ __device__ __forceinline__ void stage_nhwc_tile(scalar_t* __restrict__ S, const 
   }
 }
 
-// A packed plane of H x W pixels of CB channels (src, in shared memory) into a tile whose rows are
-// `pitch` pixels apart from dst, 16 bytes a thread and step.
-template <typename scalar_t>
-__device__ __forceinline__ void copy_plane_into_tile(scalar_t* __restrict__ dst, const scalar_t* __restrict__ src,
-                                                     int H, int W, int pitch) {
-  constexpr int CB = VecTraits<scalar_t>::kCB;
-  for (int e = threadIdx.x; e < H * W * 2; e += blockDim.x) {  // two 16-byte halves a pixel
-    const int pix = e >> 1, i = pix / W, j = pix - i * W;
-    reinterpret_cast<uint4*>(dst + (i * pitch + j) * CB)[e & 1] = reinterpret_cast<const uint4*>(src + pix * CB)[e & 1];
-  }
-}
-
 // Where a block of the window gathers works (C a multiple of CB): CB channels from c0 of image n
 // (blockIdx.x runs over g's tiles, then the blocks of channels, then the images), the tile of
 // th x tw positions from (p0, q0) of g's plane, and its threads' roles: lane, quarter (V channels of

@@ -69,9 +69,6 @@ int64_t vec_wgrad_prefetch_bytes(const FastGeometry& g) {
   return 3 * int64_t(g.H) * g.W * 32;  // 32 bytes of channels a pixel
 }
 
-// The points-across kernel's room for the next image: a plane of x and one of dy.
-int64_t vec_wgrad_across_prefetch_bytes(const FastGeometry& g) { return 2 * int64_t(g.H) * g.W * 32; }
-
 // The chunks of images of the blocks over g's tiles and `classes` (plan->chunk, parts, fg, classes);
 // returns the blocks along the grid's x: the blocks of channels times the parts.
 template <typename scalar_t>
@@ -89,8 +86,7 @@ int64_t plan_wgrad_parts(const Problem& p, const FastGeometry& g, int classes, P
 // ones take the grouped kernel) that one block covers, at the largest halo of any angle clipped to
 // the plane, within the share of two blocks per SM; slices of the fewest of kVecWgradAcrossPoints
 // points that hold the rows; planes of more than kVecWgradAcrossPixels pixels only in slices of 32.
-// Room for the next image's copies where two blocks per SM still fit (at 14 x 14, K=31: two, not
-// three, blocks per SM). The plan, or false where the plane does not fit.
+// The plan, or false where the plane does not fit.
 template <typename scalar_t>
 bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* plan) {
   if (vec_wgrad_grouped_tile(int64_t(g.H) * g.W)) return false;
@@ -103,21 +99,18 @@ bool plan_across(const Problem& p, FastGeometry g, int rows, int halo_k, Plan* p
   }
   if (int64_t(g.H) * g.W > kVecWgradAcrossPixels && points < 32) return false;
   const int h = halo_k / 2, ph = win_clipped_halo(h, g.H), pw = win_clipped_halo(h, g.W);
-  auto kernel = across_kernel<scalar_t>(points);
-  const KernelLimits& lim = kernel_limits(kernel);
+  const KernelLimits& lim = kernel_limits(across_kernel<scalar_t>(points));
   const int64_t smem = vec_wgrad_across_bytes<scalar_t>(g.H, g.W, ph, pw, points);
   if (smem > lim.max_dynamic_smem || blocks_by_smem(lim, smem) < 2) return false;
   set_even_tiles(g, g.H, g.W);
   const int64_t blocks = plan_wgrad_parts<scalar_t>(p, g, 1, plan);
-  const int64_t room = vec_wgrad_across_prefetch_bytes(g);
   plan->tile = smem;
   plan->variant = 0;
   plan->groups = 1;
   plan->points = points;
   plan->across = true;
-  plan->prefetch = smem + room <= lim.max_dynamic_smem && blocks_by_smem(lim, smem + room) >= 2;
-  plan->launch = LaunchShape{blocks, ceil_div(rows, points), kFastThreads, smem + (plan->prefetch ? room : 0)};
-  return launch_fits(kernel, plan->launch);
+  plan->launch = LaunchShape{blocks, ceil_div(rows, points), kFastThreads, smem};
+  return launch_fits(across_kernel<scalar_t>(points), plan->launch);
 }
 
 }  // namespace
@@ -126,7 +119,6 @@ template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across) {
   FastGeometry g = output_geometry(p, rows);
   plan->across = false;
-  plan->prefetch = false;
   if (across && classes == 1 && plan_across<scalar_t>(p, g, rows, halo_k, plan)) return true;
   const int64_t fixed = vec_fixed_bytes<scalar_t>(points, true);
   int64_t hard = max_dynamic_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes));
@@ -148,8 +140,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->groups = shape.groups;
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
-  plan->prefetch = vec_wgrad_prefetches(g, classes, shape.groups);
-  const int64_t room = plan->prefetch ? vec_wgrad_prefetch_bytes(g) : 0;
+  const int64_t room = vec_wgrad_prefetches(g, classes, shape.groups) ? vec_wgrad_prefetch_bytes(g) : 0;
   plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile + room};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
@@ -171,7 +162,6 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
                                         .Hx = static_cast<int>(x.size(2)),
                                         .Wx = static_cast<int>(x.size(3)),
                                         .vec_ok = vec_ok,
-                                        .prefetch = plan.prefetch,
                                         .tile_bytes = static_cast<int>(plan.tile),
                                         .pcap = plan.points,
                                         .groups = plan.groups};

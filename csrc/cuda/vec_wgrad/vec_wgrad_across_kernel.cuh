@@ -31,16 +31,17 @@ int64_t vec_wgrad_across_bytes(int TH, int TW, int ph, int pw, int points) {
   return across_layout(points, CB, int64_t(TH) * TW).region + std::max(tile, sums);
 }
 
-// dy of the tile's nout outputs into D (float32, CB per output), 16 bytes a thread and step: at(o) is
-// where output o's CB channels are (16-byte aligned); bsum[k] adds this thread's values of channel
-// (threadIdx.x & 1) * CB / 2 + k (blockDim.x is even).
-template <typename scalar_t, typename At>
-__device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const At& at, int nout, float (&bsum)[8]) {
+// dy of the tile's nout outputs (tw a row, from (p0, q0) of a W-wide image) at channels [c0, c0 + CB)
+// into D (float32, CB per output), 16 bytes a thread and step (C % CB == 0, aligned); bsum[k] adds
+// this thread's values of channel (threadIdx.x & 1) * CB / 2 + k (blockDim.x is even).
+template <typename scalar_t>
+__device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const scalar_t* __restrict__ dy, int C, int W,
+                                             int c0, int p0, int q0, int tw, int nout, float (&bsum)[8]) {
   constexpr int CB = VecTraits<scalar_t>::kCB, E = CB / 2, V = VecTraits<scalar_t>::kV;
   const int half = threadIdx.x & 1;
   for (int e = threadIdx.x; e < 2 * nout; e += blockDim.x) {
-    const int o = e >> 1;
-    const scalar_t* src = at(o) + half * E;
+    const int o = e >> 1, r = o / tw;
+    const scalar_t* src = dy + (int64_t(p0 + r) * W + q0 + o - r * tw) * C + c0 + half * E;
     float v[E];
 #pragma unroll
     for (int u = 0; u < E / V; ++u) {
@@ -64,10 +65,7 @@ __device__ __forceinline__ void stage_dy_vec(float* __restrict__ D, const At& at
 // + that) of tables of g.K rows; the bias gradient rides along with the first slice). The x tile's
 // halo is clipped to the plane (a point with |dh| >= H or |dw| >= W reads only zero padding, its sum
 // is 0); its part beyond the plane is zeroed once, and per image the block copies the part inside the
-// plane (cp.async) while it converts the tile's dy to float32; with params.prefetch (whole planes: the
-// launcher adds room for a plane of x and one of dy after the layout, vec_wgrad_across_prefetch_bytes)
-// the next image's plane and dy are in flight while an image computes, and copied into place after it.
-// Warp w takes the tile's outputs w,
+// plane (cp.async) while it converts the tile's dy to float32. Warp w takes the tile's outputs w,
 // w + 8, ... and, in each of the PASSES passes, lane slot s the point 8 pass + s: per output one
 // broadcast load of dy for the eight slots, then per pass one load of x and V multiply-adds. At the
 // end the warps' sums are added in warp order (deterministic) into partial[c][part][point], part =
@@ -109,18 +107,6 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   float* D = reinterpret_cast<float*>(smem + layout.dy);
   unsigned char* region = smem + layout.region;
   scalar_t* S = reinterpret_cast<scalar_t*>(region);
-  const int n_first = part.first_image(params.io.chunk), n_end = part.end_image(params.io.N, params.io.chunk);
-  // The next image's plane (X2) and dy (D2) in flight while one computes (whole planes: the tile's inside is
-  // the plane), the first image's while the block sets up.
-  const bool prefetch = params.prefetch && params.vec_ok && n_end - n_first > 1;
-  scalar_t* X2 = reinterpret_cast<scalar_t*>(smem + params.tile_bytes);
-  scalar_t* D2 = X2 + H * W * CB;
-  auto issue_image = [&](int n) {
-    const int64_t image = int64_t(n) * H * W * g.C;
-    issue_nhwc_tile<scalar_t>(X2, params.io.x + image, g.C, H, W, c0, 0, 0, H, W, W, W, 1);
-    issue_nhwc_tile<scalar_t>(D2, params.io.dy + image, g.C, H, W, c0, 0, 0, H, W, W, W, 1);
-  };
-  if (prefetch) issue_image(n_first);
   // soff[point][channel]: the point's pixel offset in the x tile from its output's, or -1 where the
   // channel has no such point or it lies beyond the plane.
   for (int e = threadIdx.x; e < PCAP * CB; e += blockDim.x) {
@@ -171,27 +157,17 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   // The bias gradient: channels (threadIdx.x & 1) * CB / 2 + k where dy is staged 16 bytes a thread,
   // else channel threadIdx.x % CB (bsum[0]).
   float bsum[8] = {};
-  for (int n = n_first; n < n_end; ++n) {
+  const int n_end = part.end_image(params.io.N, params.io.chunk);
+  for (int n = part.first_image(params.io.chunk); n < n_end; ++n) {
+    __syncthreads();  // the previous image's reads of S and D are done
     const int64_t image = int64_t(n) * H * W * g.C;
     scalar_t* inside = S + (r0 * pitch + s0) * CB;
-    if (prefetch) {
-      cp_async_wait_all();
-      __syncthreads();  // the image's copies landed; the previous image's reads of S and D are done
-      copy_plane_into_tile<scalar_t>(inside, X2, H, W, pitch);
-      stage_dy_vec<scalar_t>(D, [&](int o) { return D2 + o * CB; }, nout, bsum);
-    } else if (params.vec_ok) {
-      __syncthreads();  // the previous image's reads of S and D are done
+    if (params.vec_ok) {
       issue_nhwc_tile<scalar_t>(inside, params.io.x + image, g.C, H, W, c0, p0 - ph + r0, q0 - pw + s0, r1 - r0,
                                 s1 - s0, pitch, W, 1);
-      const scalar_t* dyn = params.io.dy + image;
-      auto at = [&](int o) {
-        const int r = o / tw;
-        return dyn + (int64_t(p0 + r) * W + q0 + o - r * tw) * g.C + c0;
-      };
-      stage_dy_vec<scalar_t>(D, at, nout, bsum);
+      stage_dy_vec<scalar_t>(D, params.io.dy + image, g.C, W, c0, p0, q0, tw, nout, bsum);
       cp_async_wait_all();
     } else {
-      __syncthreads();  // the previous image's reads of S and D are done
       stage_nhwc_tile<scalar_t>(inside, params.io.x + image, g.C, H, W, c0, p0 - ph + r0, q0 - pw + s0, r1 - r0,
                                 s1 - s0, false, pitch, W, 1);
       for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
@@ -202,8 +178,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
         bsum[0] += v;
       }
     }
-    __syncthreads();  // S and D written (prefetch: X2 and D2 read, free for the next image)
-    if (prefetch && n + 1 < n_end) issue_image(n + 1);
+    __syncthreads();
     const unsigned char* Sb = reinterpret_cast<const unsigned char*>(S);
     // Per output one broadcast load of dy, then per pass this thread's point's x (load_x) and V
     // multiply-adds.

@@ -17,7 +17,6 @@ struct VecWgradParams {
   FastGeometry g;
   int Hx, Wx;
   bool vec_ok;
-  bool prefetch;  // room after the tile (tile_bytes) for the next image's copies (whole planes)
   int tile_bytes;
   int pcap;
   int groups;
@@ -36,9 +35,9 @@ struct VecWgradParams {
 // points, [blockIdx.y * pcap, + pcap), of tables of g.K rows (long tables, whose per-warp sums
 // would not fit the shared memory of several blocks at once, are summed slice by slice); the bias
 // gradient rides along with the first slice.
-// Whole planes (GROUPED, stride 1, params.prefetch; the launcher adds room for three planes after the
-// tile: vec_wgrad_prefetch_bytes): each next image's plane and dy are copied (cp.async) into that room
-// while an image computes; dy is then read from there.
+// Whole planes (GROUPED, stride 1; the launcher adds room for three planes after the tile:
+// vec_wgrad_prefetch_bytes): each next image's plane and dy are copied (cp.async) into that room while
+// an image computes; dy is then read from there.
 template <typename scalar_t, int OUTPUTS, int P, bool GROUPED>
 __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgradWideBlocks : 3)
     vec_wgrad_nhwc_kernel(const VecWgradParams<scalar_t> params) {
@@ -111,7 +110,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   // The grouped kernel over whole planes of several images: while an image computes, the next image's
   // plane (into X2) and dy (into D2[its parity], as dy is read from there) are in flight, so that the
   // image's chain holds no load from global memory: X2 is copied into the tile's plane after a barrier.
-  const bool prefetch = kSkip && params.prefetch && whole_plane && vec_ok && n_end - n_first > 1;
+  const bool prefetch = kSkip && whole_plane && vec_ok && n_end - n_first > 1;
   const int plane_elems = Hs * Ws * CB;
   scalar_t* X2 = S + params.tile_bytes / int(sizeof(scalar_t));
   scalar_t* D2 = X2 + plane_elems;  // two planes of dy
@@ -168,7 +167,11 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       } else if (prefetch) {
         cp_async_wait_all();
         __syncthreads();  // the image's copies landed; the previous image's reads of S and D2 are done
-        copy_plane_into_tile<scalar_t>(S + (ph * EW + pwid) * CB, X2, Hs, Ws, EW);
+        for (int e = threadIdx.x; e < Hs * Ws * 2; e += blockDim.x) {  // two 16-byte halves a pixel
+          const int pix = e >> 1, i = pix / Ws, j = pix - i * Ws;
+          reinterpret_cast<uint4*>(S + ((ph + i) * EW + pwid + j) * CB)[e & 1] =
+              reinterpret_cast<const uint4*>(X2 + pix * CB)[e & 1];
+        }
       } else {
         __syncthreads();  // the previous strip's reads of S are done
         stage_strip(n, ps, true);
