@@ -22,6 +22,8 @@ from typing import Dict, List, Optional
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from mmo1d.benchmark.names import model_size
+
 _OP_ROWS = tuple((dtype, pas) for dtype in ('float32', 'bfloat16', 'float16') for pas in ('fwd', 'fwdbwd'))
 _PASS_NAMES = {'fwd': 'forward', 'fwdbwd': 'forward + backward', 'infer': 'inference', 'train': 'training'}
 # Where the 8-direction layout of the models is drawn on the angle axis.
@@ -116,17 +118,6 @@ def plot_op_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
                         bottom=0.75 / fig.get_figheight(), hspace=0.45, wspace=0.18)
     save_figure(fig, path, dpi)
     return fig
-
-
-def model_size(name: str) -> str:
-    """'T' or 'B' (any size letter) of a model of the model benchmark."""
-    match = re.match(r'timm convnext_(\w+)', name)
-    if match:
-        return match.group(1)[0].upper()
-    match = re.match(r'ConvNeXt-(\w)', name)
-    if not match:
-        raise ValueError(f'unknown model name in the model benchmark: {name!r}')
-    return match.group(1)
 
 
 def _model_label(name: str) -> str:

@@ -12,6 +12,9 @@ timed steps), :mod:`~mmo1d.benchmark.op_baselines` with :mod:`~mmo1d.benchmark.o
 pass alone), :mod:`~mmo1d.benchmark.op_host` (host time per call), :mod:`~mmo1d.benchmark.op_builds` (two
 builds alternated).
 
+The model benchmark (``benchmark_model.py``): :mod:`~mmo1d.benchmark.model_tables` (its markdown and the
+README's speed table), :mod:`~mmo1d.benchmark.model_builds` (two builds' runs side by side).
+
 Profiling (``profile_model.py``): :mod:`~mmo1d.benchmark.backbones` (the T backbones at detection sizes),
 :mod:`~mmo1d.benchmark.sass_regions` (an ncu SASS page by region).
 

@@ -1,5 +1,6 @@
 """Names of the results files: ``<benchmark>[_<configuration>]_<machine tag>``, as ``benchmarks/README.md``
-indexes them, so that a new run replaces the file of the same benchmark, configuration and machine."""
+indexes them, so that a new run replaces the file of the same benchmark, configuration and machine; and
+the size in a model name of the model benchmark."""
 import re
 from typing import Optional
 
@@ -65,3 +66,14 @@ def results_stem(benchmark: str, *config: Optional[str], tag: str) -> str:
     """
     parts = [check_part(benchmark)] + [check_part(part) for part in config if part] + [check_part(tag)]
     return '_'.join(parts)
+
+
+def model_size(name: str) -> str:
+    """'T' or 'B' (any size letter) of a model of the model benchmark."""
+    match = re.match(r'timm convnext_(\w+)', name)
+    if match:
+        return match.group(1)[0].upper()
+    match = re.match(r'ConvNeXt-(\w)', name)
+    if not match:
+        raise ValueError(f'unknown model name in the model benchmark: {name!r}')
+    return match.group(1)

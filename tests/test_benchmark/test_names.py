@@ -2,7 +2,8 @@
 as benchmarks/README.md indexes them."""
 import pytest
 
-from mmo1d.benchmark.names import check_part, machine_tag, results_stem
+from mmo1d.benchmark.classifiers import display_name
+from mmo1d.benchmark.names import check_part, machine_tag, model_size, results_stem
 
 
 @pytest.mark.parametrize('device, gpus, tag', [
@@ -53,3 +54,14 @@ def test_a_part_of_a_name_is_lowercase_letters_digits_underscores(part):
         results_stem('op', tag=part)
     with pytest.raises(ValueError, match='cannot be part of a results file name'):
         results_stem(part, tag='h100')
+
+
+@pytest.mark.parametrize('arch,variant', [('tiny', '1dpp'), ('base', '2d'), ('tiny', '1dpp-la')])
+def test_model_size_reads_the_classifiers_names(arch, variant):
+    assert model_size(display_name(arch, variant)) == arch[0].upper()
+    assert model_size(f'timm convnext_{arch}') == arch[0].upper()
+
+
+def test_model_size_refuses_other_names():
+    with pytest.raises(ValueError, match="unknown model name in the model benchmark: 'resnet50'"):
+        model_size('resnet50')
