@@ -9,20 +9,15 @@ itself moved between the runs. Where both runs list this project's kernels (``ow
 kernels whose time per step moved most are listed for each case: which kernels a change sped up or
 slowed down.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from .kernels import short_kernel_name
-
-Key = Tuple[str, str, str]
+from .model_tables import by_case
 
 #: Kernels listed per case, largest move first.
 KERNEL_MOVES = 6
 #: Moves smaller than this (milliseconds per step) are not listed.
 MIN_MOVE_MS = 0.01
-
-
-def _by_key(result: Dict) -> Dict[Key, Dict]:
-    return {(r['model'], r['mode'], r['pass']): r for r in result['records']}
 
 
 def _ratio(new: Optional[float], old: Optional[float]) -> Optional[float]:
@@ -44,9 +39,9 @@ def compare_builds(old: Dict, new: Dict) -> List[Dict]:
     for key in ('gpu', 'batch_size', 'img_size'):
         if old['env'].get(key) != new['env'].get(key):
             raise ValueError(f"the two runs differ in {key}: {old['env'].get(key)!r} against {new['env'].get(key)!r}")
-    olds = _by_key(old)
+    olds = by_case(old['records'])
     rows = []
-    for key, rec in _by_key(new).items():
+    for key, rec in by_case(new['records']).items():
         if key not in olds:
             continue
         was = olds[key]
@@ -74,9 +69,9 @@ def kernel_moves(old: Dict, new: Dict, top: int = KERNEL_MOVES) -> List[Dict]:
     kernel that one build does not launch counts 0 there. Rows of ``model``, ``mode``, ``pass``,
     ``kernel`` (:func:`~mmo1d.benchmark.kernels.short_kernel_name`), ``old_ms``, ``new_ms`` and
     ``delta_ms``, cases in the order of ``new``'s records."""
-    olds = _by_key(old)
+    olds = by_case(old['records'])
     rows = []
-    for key, rec in _by_key(new).items():
+    for key, rec in by_case(new['records']).items():
         was = olds.get(key)
         if was is None or 'own_kernels' not in rec or 'own_kernels' not in was:
             continue

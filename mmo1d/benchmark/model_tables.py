@@ -2,24 +2,30 @@
 run (throughput, peak memory, kernel time and CUDA graphs against timm's ConvNeXt of the same size),
 the README's speed table from one or several results files, and the kernel time ratios the records
 keep."""
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from mmo1d.benchmark.names import model_size
-from mmo1d.benchmark.timing import round_spread
+from mmo1d.benchmark.timing import env_line, round_spread
 
 PASSES = ('infer', 'train')
 #: Largest kernels of each case listed in the markdown (the JSON keeps all of ``top_kernels``).
 MD_TOP_KERNELS = 5
+#: A case of the model benchmark: (model, mode, pass).
+Key = Tuple[str, str, str]
+
+
+def by_case(records: List[Dict]) -> Dict[Key, Dict]:
+    """The records by case, (model, mode, pass)."""
+    return {(r['model'], r['mode'], r['pass']): r for r in records}
 
 
 def summarize(result: Dict) -> str:
     """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size; with
     kernel times or CUDA graphs, a second table per mode, the largest kernels and the failed cases."""
     env, recs = result['env'], result['records']
-    commit = f"commit {env['commit']}, " if 'commit' in env else ''
+    timm = f"timm {env['timm'] or 'not installed'}"
     lines = [f"# OrientedConvNeXt classifiers on {env['gpu']}", '',
-             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"timm {env['timm'] or 'not installed'}, {commit}{env['date']}; batch {env['batch_size']} at "
+             f"{env_line(env, timm)}; batch {env['batch_size']} at "
              f"{env['img_size']}x{env['img_size']}; {env['rounds']} interleaved rounds over the models of one "
              f"size (every model once per round), each the median of {env['repeats']} steps after warm-up "
              f"({env['warmup']} steps before the first round); the median over rounds is reported.", '',
@@ -44,7 +50,7 @@ def summarize(result: Dict) -> str:
                   'is forward, cross-entropy and backward only, without the AdamW step and without loss scaling, '
                   'so compare it with the other models\' graph column, not with the training column above. '
                   '*graph vs timm*: relative to timm\'s graph throughput.', '']
-    by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
+    by_key = by_case(recs)
     models = list(dict.fromkeys(r['model'] for r in recs))
     for mode in dict.fromkeys(r['mode'] for r in recs):
         lines += [f'## {mode}', '', '| model | infer img/s | train img/s | infer vs timm | train vs timm | '
@@ -118,7 +124,7 @@ def vs_timm(by_key: Dict, rec: Optional[Dict], key: str) -> Optional[float]:
 def add_kernel_ratios(records: List[Dict]) -> List[Dict]:
     """Set ``kernel_ms_vs_timm`` on every record with a ``kernel_ms`` field: its kernel time over that
     of timm's ConvNeXt of the same size, mode and pass (None where either is missing). Returns ``records``."""
-    by_key = {(r['model'], r['mode'], r['pass']): r for r in records}
+    by_key = by_case(records)
     for rec in records:
         if 'kernel_ms' in rec:
             ratio = vs_timm(by_key, rec, 'kernel_ms')
@@ -143,7 +149,7 @@ def readme_table(*results: Dict) -> str:
                 raise ValueError(f"results of different runs disagree on {key}: {env[key]!r} and "
                                  f"{other['env'][key]!r}; a README table takes results of one GPU and batch")
     recs = [r for result in results for r in result['records']]
-    by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
+    by_key = by_case(recs)
     modes = list(dict.fromkeys(r['mode'] for r in recs))
     models = [m for m in dict.fromkeys(r['model'] for r in recs) if not m.startswith('timm ')]
     lines = [f"{env['gpu']}, batch {env['batch_size']} at {env['img_size']}x{env['img_size']}, throughput "

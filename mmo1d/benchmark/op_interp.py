@@ -26,7 +26,16 @@ from torch import Tensor
 from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_path
 
 from .op_inputs import DTYPES, LAYOUTS, perturbed_angles
-from .timing import copy_bandwidth_gbps, cpu_samples, device_env, measure_cases, peak_bytes, round_spread, time_samples
+from .timing import (
+    copy_bandwidth_gbps,
+    cpu_samples,
+    device_env,
+    env_line,
+    measure_cases,
+    peak_bytes,
+    round_spread,
+    time_samples,
+)
 
 INTERPOLATED = ('bilinear', 'gaussian')
 # The op's default gaussian band (a whole-number radius puts the output pixel on its edge and is refused).
@@ -145,10 +154,8 @@ def ratios(records: List[Dict]) -> List[Dict]:
 def summarize(result: Dict) -> str:
     """Markdown: the ratios to trunc with their targets, the paper's anchor, then times and paths."""
     env, recs = result['env'], result['records']
-    commit = f"commit {env['commit']}, " if 'commit' in env else ''
     lines = [f"# Interpolated oriented lines against truncation on {env['gpu']}", '',
-             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"{commit}{env['date']}; N={env['batch']}, {env['size']}x{env['size']}, K={env['kernel_size']}; "
+             f"{env_line(env)}; N={env['batch']}, {env['size']}x{env['size']}, K={env['kernel_size']}; "
              f"angles: the 8 "
              f"directions + uniform(-{env['angle_jitter']}, {env['angle_jitter']}) rad (seed {env['seed']}); gaussian "
              f"sigma {SIGMA}, radius {RADIUS:g}; median of {env['repeats']} repeats in {env['rounds']} interleaved "

@@ -5,6 +5,7 @@ from typing import Dict, List, Tuple
 import torch
 
 from .op_inputs import DTYPES, LAYOUTS, MIXED
+from .timing import env_line
 
 
 def configs(records: List[Dict]) -> List[Tuple[str, str]]:
@@ -21,11 +22,9 @@ def summarize(result: Dict) -> str:
     def find(**kw):
         return [r for r in recs if all(r[k] == v for k, v in kw.items())]
 
-    commit = f"commit {env['commit']}, " if 'commit' in env else ''
     rounds = f" in {env['rounds']} interleaved rounds" if env.get('rounds', 1) > 1 else ''
     lines = [f"# Oriented depthwise 1D convolution on {env['gpu']}", '',
-             f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, driver {env['driver']}, "
-             f"{commit}{env['date']}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats"
+             f"{env_line(env)}; N={env['batch']}, C={env['channels']}; median of {env['repeats']} repeats"
              f"{rounds}; "
              f"copy bandwidth {bw} GB/s.", '', f"Command: `{env['command']}`", '',
              'Times in ms. *any angle* = slowest of the 8 single-angle runs; ratios use it. '

@@ -245,6 +245,15 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
 
 
+def env_line(env: Dict, *extra: str) -> str:
+    """The software and the run of an environment record (:func:`gpu_env`), as the results' markdown
+    heads them: ``torch ..., CUDA ..., cuDNN ..., driver ...``, then ``extra`` (e.g. ``timm 1.0``), the
+    commit where the record has one and the date."""
+    commit = [f"commit {env['commit']}"] if 'commit' in env else []
+    return ', '.join([f"torch {env['torch']}", f"CUDA {env['cuda']}", f"cuDNN {env['cudnn']}",
+                      f"driver {env['driver']}", *extra, *commit, env['date']])
+
+
 def gpu_env() -> Dict:
     """GPU, driver, library versions, commit, date and command of a GPU benchmark (GPU 0)."""
     props = torch.cuda.get_device_properties(0)
