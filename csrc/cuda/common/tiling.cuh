@@ -222,10 +222,12 @@ int64_t vec_tile_alloc(const FastGeometry& g, int halo_k = 0) {
                   vec_tile_bytes<scalar_t>(1, g.TW, h, h));
 }
 
+// The vector kernels' tables of K points: their offsets and, for the weight gradient, its sums: a row
+// of K points per warp of a group (groups of warps take disjoint points and share the rows).
 template <typename scalar_t>
-int64_t vec_fixed_bytes(int K, bool wgrad) {
+int64_t vec_fixed_bytes(int K, bool wgrad, int groups = 1) {
   constexpr int CB = VecTraits<scalar_t>::kCB;
-  return align16(sizeof(int) * K * CB) + align16(sizeof(float) * K * CB * (wgrad ? kFastThreads / 32 : 1));
+  return align16(sizeof(int) * K * CB) + align16(sizeof(float) * K * CB * (wgrad ? kFastThreads / 32 / groups : 1));
 }
 
 // Outputs per thread of the vector kernels: kVecRSmall for tiles of up to 64 pixel slots x kVecRSmall.

@@ -141,7 +141,9 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   plan->points = points;
   const int grid_y = classes == 1 ? ceil_div(rows, points) : classes;
   const int64_t room = vec_wgrad_prefetches(g, classes, shape.groups) ? vec_wgrad_prefetch_bytes(g) : 0;
-  plan->launch = LaunchShape{blocks, grid_y, kFastThreads, fixed + plan->tile + room};
+  // The tile was sized for one group's rows of sums (the most); groups share theirs.
+  const int64_t tables = vec_fixed_bytes<scalar_t>(points, true, shape.groups);
+  plan->launch = LaunchShape{blocks, grid_y, kFastThreads, tables + plan->tile + room};
   return launch_fits(vec_wgrad_kernel<scalar_t>(plan->variant, classes, plan->groups), plan->launch);
 }
 

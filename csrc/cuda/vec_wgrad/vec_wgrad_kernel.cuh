@@ -27,7 +27,8 @@ struct VecWgradParams {
 // shared-memory row; the block writes partial[c][part][point] (part = tile * chunks + chunk).
 // GROUPED: the warps form params.groups groups (warp % groups), each covering the whole tile with
 // its pixel slots and taking every groups-th point: on small tiles a group's fewer slots run more
-// outputs each, so each point's sum over the slots is amortised over more of them. Otherwise one
+// outputs each, so each point's sum over the slots is amortised over more of them. The groups' points
+// are disjoint, so the warps of one place in their groups (warp / groups) share a row. Otherwise one
 // group (params.groups is 1).
 // g: dy's plane (stride 1: also x's). P = 2 (stride 2): blockIdx.y is a parity class (a, b), and
 // the class's taps, at halved offsets, pair dy with the phase plane x[a::2, b::2] of the Hx x Wx
@@ -80,9 +81,10 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   const int EW = twd + 2 * pwid;
   const int strip = min(th, params.tile_bytes / (32 * EW) - 2 * ph);  // as in vec_gather_nhwc_kernel
   int* soff = reinterpret_cast<int*>(smem);
-  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));
+  float* red = reinterpret_cast<float*>(smem + align16(sizeof(int) * pcap * CB));  // [warp / groups][point][channel]
   scalar_t* S = reinterpret_cast<scalar_t*>(smem + align16(sizeof(int) * pcap * CB) +
-                                            align16(sizeof(float) * pcap * CB * (kFastThreads / 32)));
+                                            align16(sizeof(float) * pcap * CB * (kFastThreads / 32 / groups)));
+  const int row0 = (warp / groups) * np;  // this warp's row of sums
   const int n_end = part.end_image(params.io.N, params.io.chunk);
   // A tile of the whole plane in one strip (stride 1): the first image stages it with its zero halo,
   // the later images find that halo in place and copy the plane alone (7 x 7 at K=31: 49 of 1369
@@ -152,7 +154,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
     for (int e = threadIdx.x; e < nkept * CB; e += blockDim.x) soff[e] = moved[e];
     __syncthreads();  // red's memory read before it is cleared
   }
-  for (int e = threadIdx.x; e < np * CB * nwarps; e += blockDim.x) red[e] = 0.0f;
+  for (int e = threadIdx.x; e < np * CB * (nwarps / groups); e += blockDim.x) red[e] = 0.0f;
   const bool uniform = s_uniform[quarter] != 0;
   const int cq = c0 + quarter * V;
   const FastDiv div_tw(twd);
@@ -252,7 +254,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
           // Lanes quarter, quarter + 4, ..., quarter + 28 hold the same channels.
           int k;
           const float sum = slot_sum<V>(part, lane, &k);
-          if (lane < 16 && (V == 4 || lane < 8)) red[(warp * np + j) * CB + quarter * V + k] += sum;
+          if (lane < 16 && (V == 4 || lane < 8)) red[(row0 + j) * CB + quarter * V + k] += sum;
         }
       }
     }
@@ -275,7 +277,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
       if (skipping) row = kept_before(j);
     }
     float v = 0.0f;
-    for (int w = row % groups; w < nwarps; w += groups) v += red[(w * np + row) * CB + k];
+    for (int w = row % groups; w < nwarps; w += groups) v += red[((w / groups) * np + row) * CB + k];
     partial[part.row(ch) * g.K + j0 + j] = v;
   }
   if (with_bias && threadIdx.x < CB && c0 + threadIdx.x < g.C) {
