@@ -274,22 +274,6 @@ inline VecWgradShape vec_wgrad_shape(const FastGeometry& g, int points, bool wid
   return best;
 }
 
-// Outputs per thread of `groups` groups of warps that cover `pixels` in rounds of 64 / groups slots:
-// of kVecWgradGroupedOutputs, the one that computes the fewest outputs (the first of equals).
-inline int vec_wgrad_grouped_outputs(int64_t pixels, int groups) {
-  const int64_t slots = kFastThreads / 4 / groups;
-  int best = kVecWgradGroupedOutputs[0];
-  int64_t best_total = -1;
-  for (const int r : kVecWgradGroupedOutputs) {
-    const int64_t total = ceil_div(pixels, slots * r) * slots * r;
-    if (best_total < 0 || total < best_total) {
-      best = r;
-      best_total = total;
-    }
-  }
-  return best;
-}
-
 // The halo of a line that a window-gather block stages on a plane of n task positions along an
 // axis: points |d| >= n away read only zero padding, and the blocks drop them (clip_segment).
 inline int win_clipped_halo(int h, int n) {

@@ -60,12 +60,6 @@ constexpr int kVecWgradGroups[] = {2, 4, 8};
 constexpr float kVecWgradPointCost = 3.6f;
 constexpr float kVecWgradDyCost = 1.0f;
 constexpr int kVecWgradWideBlocks = 2;
-// Tables that larger tiles sum in slices over several blocks (learned angles: 124 rows at K=31 in
-// slices of 64) instead take all their rows, up to kVecWgradGroupedRows, in one block of
-// kVecWgradSliceGroups groups of warps, where the tile runs at most kVecRLarge outputs a thread and
-// the groups' shared rows of sums keep the blocks per SM: the tile is staged once, not once a slice.
-constexpr int kVecWgradGroupedRows = 128;
-constexpr int kVecWgradSliceGroups = 2;
 // The stride-1 slot kernel skips the points of a block's slice that lie beyond the plane for all its
 // channels (|dh| >= H or |dw| >= W: sums of zero padding), among its first kVecWgradSkipPoints; on
 // 7 x 7 planes a K=31 line keeps 13-19 of its 31 taps, a bilinear union 35-44% of its points.

@@ -28,8 +28,9 @@ namespace cuda {
 // bilinear / gaussian, of 48 2.46 / 2.27, of 32 2.47 / 2.31; with the blocks' united points (angles
 // moved by up to 0.05 rad), 64: 1.96 / 1.89, 48: 1.97 / 1.90, 96: 2.67 / 2.50, 124: 4.06 / 2.50.
 // Planes of up to 128 pixels, whose groups of warps share their rows of sums (8 groups of one warp:
-// 8 KB for 128 points), sum up to kVecWgradGroupedRows in one block (as larger tiles may: tiling.h).
+// 8 KB for 128 points), sum up to kInterpGroupedPoints in one block.
 constexpr int kInterpWgradPoints = 64;
+constexpr int kInterpGroupedPoints = 128;
 
 // The weight gradient puts the points across the pixel slots (slices of 32 points) where
 // plan_vec_wgrad takes them (planes of more than 128 pixels that one block covers): on planes of up to
@@ -55,7 +56,7 @@ bool InterpVec::plan(const Problem& p, Pass pass, Plan* plan) {
   if (pass == Pass::kWeightGrad) {
     plan->path = "interp_vec_wgrad";
     const bool across = p.H * p.W <= kInterpAcrossPixels || rows > kInterpAcrossRows;
-    const int points = std::min(rows, vec_wgrad_grouped_tile(int64_t(p.H) * p.W) ? kVecWgradGroupedRows
+    const int points = std::min(rows, vec_wgrad_grouped_tile(int64_t(p.H) * p.W) ? kInterpGroupedPoints
                                                                                  : kInterpWgradPoints);
     return plan_vec_wgrad<scalar_t>(p, rows, halo_k, 1, points, plan, across);
   }

@@ -135,19 +135,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
   // where the tile's shared memory allows no more anyway (K=31 at 28 x 28: yes; K=15: three, kept).
   const bool wide =
       blocks_by_smem(vec_wgrad_kernel<scalar_t>(kVecRLarge, classes), fixed + plan->tile) <= kVecWgradWideBlocks;
-  VecWgradShape shape = classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1};
-  // A sliced table in one block of kVecWgradSliceGroups groups where the blocks per SM stay (tiling.h).
-  if (classes == 1 && points < rows && rows <= kVecWgradGroupedRows && shape.groups == 1 &&
-      shape.outputs <= kVecRLarge) {
-    const VecWgradShape one{vec_wgrad_grouped_outputs(int64_t(g.TH) * g.TW, kVecWgradSliceGroups),
-                            kVecWgradSliceGroups};
-    const int64_t bytes = vec_fixed_bytes<scalar_t>(rows, true, one.groups) + plan->tile;
-    if (blocks_by_smem(vec_wgrad_kernel<scalar_t>(one.outputs, 1, one.groups), bytes) >=
-        blocks_by_smem(vec_wgrad_kernel<scalar_t>(shape.outputs, 1), fixed + plan->tile)) {
-      shape = one;
-      points = rows;
-    }
-  }
+  const VecWgradShape shape = classes == 1 ? vec_wgrad_shape(g, points, wide) : VecWgradShape{vec_variant(g), 1};
   plan->variant = shape.outputs;
   plan->groups = shape.groups;
   plan->points = points;
