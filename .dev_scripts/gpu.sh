@@ -35,6 +35,10 @@
 #                                                  # and weight gradient, e.g. --op-shape 64 1536 14 31
 #   bash .dev_scripts/gpu.sh ncu-sass    OUT_DIR KERNEL_REGEX ANGLE PASS [options] # one kernel's regions of
 #                                                  # instructions and stall samples (ncu source counters)
+#   bash .dev_scripts/gpu.sh ncu-step    OUT_DIR KERNEL_REGEX [profile_model.py options]  # ncu of the kernels
+#                                                  # whose demangled names match, in one training step of each
+#                                                  # classifier named (e.g. '::gather_nhwc_kernel<' --variants
+#                                                  # 1dpp-la --modes bf16): ncu_step.log
 #   bash .dev_scripts/gpu.sh shapes      OUT_DIR   # T backbones at detection sizes, fp16, no cudnn.benchmark
 #   bash .dev_scripts/gpu.sh learnable   OUT_DIR   # interpolated taps against truncation: speed and memory
 #   bash .dev_scripts/gpu.sh fingerprint OUT_DIR   # the sha1 of csrc/ that every log's header prints
@@ -377,6 +381,21 @@ PYEOF
     done
     grep -E '^==|Duration|Executed Ipc|Issue Slots Busy|Compute \(SM\) Throughput|Memory Throughput|Shared|Stall|Bank|Wavefronts|Warp Cycles Per Issued|Registers|Achieved Occupancy' \
       "$OUT/ncu.log" | head -n 120
+    ;;
+  ncu-step)
+    # One step of each model (profile_model.py --external --steps 1 --no-timm, after its warm-up) under
+    # ncu --profile-from-start off: every launch of the step whose demangled name matches KERNEL_REGEX.
+    if [ "$#" -lt 1 ]; then echo "usage: $0 ncu-step OUT_DIR KERNEL_REGEX [profile_model.py options]" >&2; exit 2; fi
+    kernel=$1
+    shift
+    { header; echo "kernels $kernel, options: ${*:-(the default models)}"; } > "$OUT/ncu_step.log"
+    ncu --profile-from-start off --kernel-name-base demangled --kernel-name "regex:$kernel" --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+      --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+      --section InstructionStats "$PY" tools/analysis_tools/profile_model.py --external --steps 1 --no-timm "$@" \
+      >> "$OUT/ncu_step.log" 2>&1 || { tail -n 20 "$OUT/ncu_step.log"; exit 1; }
+    grep -E '^  void|steps run|Duration|L1/TEX Cache|Issue Slots Busy|way bank|Achieved Occupancy' "$OUT/ncu_step.log" |
+      head -n 80
     ;;
   ncu-sass)
     # Where one kernel's instructions and stall samples go (ncu's source counters, grouped into

@@ -31,7 +31,7 @@ def test_kernel_groups(name, group):
 def test_no_gpu_message():
     if profile_tool.torch.cuda.is_available():
         pytest.skip('a GPU is present')
-    for argv in (['--no-timm'], ['--op']):
+    for argv in (['--no-timm'], ['--op'], ['--external', '--no-timm', '--steps', '1']):
         with pytest.raises(SystemExit, match='no CUDA device'):
             profile_tool.main(argv)
 

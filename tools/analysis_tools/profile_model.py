@@ -21,8 +21,10 @@ a machine without CUDA every path is ``cpu``).
 ``--op`` profiles the oriented op alone: ``--steps`` calls of each of ``--op-passes`` on one case,
 with the kernel path of each pass and its largest kernels; with ``--external`` the calls just run,
 for an outside profiler (ncu picks a launch, e.g. ``ncu --kernel-name regex:win_gather
---launch-skip 2 --launch-count 1``). ``--ncu-sass CSV`` reads ncu's SASS page of such a launch
-(:mod:`mmo1d.benchmark.sass_regions`).
+--launch-skip 2 --launch-count 1``). ``--external`` without ``--op`` runs each model's ``--steps``
+steps after its warm-up between ``cudaProfilerStart`` and ``cudaProfilerStop`` and writes nothing,
+for ``ncu --profile-from-start off`` (``.dev_scripts/gpu.sh ncu-step``). ``--ncu-sass CSV`` reads
+ncu's SASS page of such a launch (:mod:`mmo1d.benchmark.sass_regions`).
 
 Examples::
 
@@ -33,6 +35,8 @@ Examples::
         --op-passes fwd bwd_input bwd_weight
     ncu --kernel-name regex:win_gather --launch-skip 2 --launch-count 1 --section SpeedOfLight \\
         python tools/analysis_tools/profile_model.py --op --external --op-angle 22.5
+    ncu --profile-from-start off --kernel-name regex:gather_nhwc --section SpeedOfLight \\
+        python tools/analysis_tools/profile_model.py --external --steps 1 --no-timm --variants 1dpp-la --modes bf16
 """
 import argparse
 import datetime
@@ -111,6 +115,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument('--paths', action='store_true',
                         help="list the kernel path (and on a GPU the kernels) of each oriented convolution's passes")
     parser.add_argument('--out-dir', default='benchmarks/results')
+    parser.add_argument('--external', action='store_true',
+                        help='run the calls (--op) or the models\' profiled steps without torch.profiler, the steps '
+                        'between cudaProfilerStart and cudaProfilerStop (for ncu)')
     det = parser.add_argument_group('detection backbones (--backbone-sizes)')
     det.add_argument('--backbone-sizes', nargs='+', type=argument(backbones.parse_size), metavar='HxW',
                      help='time and profile the T backbones at these detection input sizes instead')
@@ -127,7 +134,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     op.add_argument('--op-jitter', type=float, default=0.0, help='the 8 directions move by uniform(-j, j) rad')
     op.add_argument('--op-rounding', nargs='+', default=['trunc'], choices=('trunc', 'floor', 'bilinear', 'gaussian'))
     op.add_argument('--op-passes', nargs='+', default=['fwd'], choices=list(PATH_OF))
-    op.add_argument('--external', action='store_true', help='run the calls without torch.profiler (for ncu)')
     sass = parser.add_argument_group("an ncu SASS page (--ncu-sass; no GPU needed)")
     sass.add_argument('--ncu-sass', metavar='CSV', help="group the instructions of `ncu --page source --csv "
                       "--print-source sass` into regions by times executed, with their share of the stall samples")
@@ -159,6 +165,14 @@ def profile(model: nn.Module, mode: str, pas: str, args: argparse.Namespace) -> 
     for _ in range(5):
         step()
     torch.cuda.synchronize()
+    if args.external:  # for an outside profiler: only these steps between its start and stop
+        torch.cuda.cudart().cudaProfilerStart()
+        for _ in range(args.steps):
+            step()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+        model.zero_grad(set_to_none=True)
+        return {}, []
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             step()
@@ -332,6 +346,9 @@ def main(argv: Optional[List[str]] = None) -> str:
         for mode in args.modes:
             for pas in args.passes:
                 groups, kernels = profile(model, mode, pas, args)
+                if args.external:
+                    print(f'{name}, {mode}, {pas}: {args.steps} steps run for the outside profiler', flush=True)
+                    continue
                 total = sum(groups.values())
                 lines.append(f'| {name} | {mode} | {pas} | {total:.1f} | '
                              + ' | '.join(f'{groups.get(g, 0.0):.1f}' for g in GROUPS) + ' |')
@@ -340,6 +357,8 @@ def main(argv: Optional[List[str]] = None) -> str:
                     f'`{k[:70]}` {ms:.2f} ms' for k, ms in kernels[:args.top]))
         del model
         torch.cuda.empty_cache()
+    if args.external:
+        return ''
     md = '\n'.join(lines + ['', 'Largest kernels per step:', ''] + tops) + '\n'
     os.makedirs(args.out_dir, exist_ok=True)
     path = osp.join(args.out_dir, results_name(args.archs, args.variants, gpu) + '.md')
