@@ -85,6 +85,10 @@ need_toolboxes() {
     }
   done
 }
+# The ncu sections of the ncu and ncu-step stages: throughput, memory, warp states, launch and occupancy.
+NCU_SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+  --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section LaunchStats --section Occupancy
+  --section InstructionStats)
 fingerprint() {
   echo "sources: $(find csrc -type f | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12) (sha1 of csrc/)"
 }
@@ -373,9 +377,7 @@ PYEOF
       # shellcheck disable=SC2086  # the words of a run
       set -- $run
       echo "== $1, angle $2, $3" >> "$OUT/ncu.log"
-      ncu --kernel-name "regex:$1" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
-        --section WarpStateStats --section LaunchStats --section Occupancy --section InstructionStats \
+      ncu --kernel-name "regex:$1" --launch-skip 2 --launch-count 1 "${NCU_SECTIONS[@]}" \
         "$PY" tools/analysis_tools/profile_model.py --op --external --steps 4 --op-angle "$2" --op-passes "$3" \
         ${opts[@]+"${opts[@]}"} >> "$OUT/ncu.log" 2>&1
     done
@@ -389,10 +391,8 @@ PYEOF
     kernel=$1
     shift
     { header; echo "kernels $kernel, options: ${*:-(the default models)}"; } > "$OUT/ncu_step.log"
-    ncu --profile-from-start off --kernel-name-base demangled --kernel-name "regex:$kernel" --section SpeedOfLight \
-      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
-      --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
-      --section InstructionStats "$PY" tools/analysis_tools/profile_model.py --external --steps 1 --no-timm "$@" \
+    ncu --profile-from-start off --kernel-name-base demangled --kernel-name "regex:$kernel" "${NCU_SECTIONS[@]}" \
+      --section SchedulerStats "$PY" tools/analysis_tools/profile_model.py --external --steps 1 --no-timm "$@" \
       >> "$OUT/ncu_step.log" 2>&1 || { tail -n 20 "$OUT/ncu_step.log"; exit 1; }
     grep -E '^  void|steps run|Duration|L1/TEX Cache|Issue Slots Busy|way bank|Achieved Occupancy' "$OUT/ncu_step.log" |
       head -n 80

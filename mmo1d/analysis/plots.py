@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from mmo1d.benchmark.names import model_size
+from mmo1d.benchmark.names import by_case, model_size
 
 _OP_ROWS = tuple((dtype, pas) for dtype in ('float32', 'bfloat16', 'float16') for pas in ('fwd', 'fwdbwd'))
 _PASS_NAMES = {'fwd': 'forward', 'fwdbwd': 'forward + backward', 'infer': 'inference', 'train': 'training'}
@@ -149,7 +149,7 @@ def plot_model_benchmark(result: Dict, path: str, dpi: int = 100) -> Figure:
     models: List[str] = list(dict.fromkeys(r['model'] for r in recs))
     modes = list(dict.fromkeys(r['mode'] for r in recs))
     passes = [p for p in ('infer', 'train') if any(r['pass'] == p for r in recs)]
-    by_key = {(r['model'], r['mode'], r['pass']): r for r in recs}
+    by_key = by_case(recs)
     sizes = list(dict.fromkeys(model_size(m) for m in models))
     xs, x = {}, 0.0
     for size in sizes:

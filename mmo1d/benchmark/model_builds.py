@@ -12,7 +12,7 @@ slowed down.
 from typing import Dict, List, Optional
 
 from .kernels import short_kernel_name
-from .model_tables import by_case
+from .names import by_case
 
 #: Kernels listed per case, largest move first.
 KERNEL_MOVES = 6

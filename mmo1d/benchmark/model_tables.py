@@ -2,23 +2,14 @@
 run (throughput, peak memory, kernel time and CUDA graphs against timm's ConvNeXt of the same size),
 the README's speed table from one or several results files, and the kernel time ratios the records
 keep."""
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from mmo1d.benchmark.names import model_size
+from mmo1d.benchmark.names import by_case, model_size
 from mmo1d.benchmark.timing import env_line, round_spread
 
 PASSES = ('infer', 'train')
 #: Largest kernels of each case listed in the markdown (the JSON keeps all of ``top_kernels``).
 MD_TOP_KERNELS = 5
-#: A case of the model benchmark: (model, mode, pass).
-Key = Tuple[str, str, str]
-
-
-def by_case(records: List[Dict]) -> Dict[Key, Dict]:
-    """The records by case, (model, mode, pass)."""
-    return {(r['model'], r['mode'], r['pass']): r for r in records}
-
-
 def summarize(result: Dict) -> str:
     """Markdown: one table per mode, throughput relative to timm's ConvNeXt of the same size; with
     kernel times or CUDA graphs, a second table per mode, the largest kernels and the failed cases."""

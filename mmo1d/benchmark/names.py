@@ -1,8 +1,8 @@
 """Names of the results files: ``<benchmark>[_<configuration>]_<machine tag>``, as ``benchmarks/README.md``
 indexes them, so that a new run replaces the file of the same benchmark, configuration and machine; and
-the size in a model name of the model benchmark."""
+the size in a model name of the model benchmark and the key of its cases."""
 import re
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 #: Words of a device name that name the maker or the product line, not the model.
 _BRAND_WORDS = {'nvidia', 'geforce', 'tesla', 'quadro', 'amd', 'instinct', 'radeon'}
@@ -66,6 +66,15 @@ def results_stem(benchmark: str, *config: Optional[str], tag: str) -> str:
     """
     parts = [check_part(benchmark)] + [check_part(part) for part in config if part] + [check_part(tag)]
     return '_'.join(parts)
+
+
+#: A case of the model benchmark: (model, mode, pass).
+Key = Tuple[str, str, str]
+
+
+def by_case(records: List[Dict]) -> Dict[Key, Dict]:
+    """The model benchmark's records by case, (model, mode, pass)."""
+    return {(r['model'], r['mode'], r['pass']): r for r in records}
 
 
 def model_size(name: str) -> str:
