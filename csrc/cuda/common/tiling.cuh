@@ -58,9 +58,22 @@ inline int64_t staged_pixels(const GatherGeometry& g, int th, int tw, bool class
   return classes ? class_extent(th, g.P) * class_extent(tw, g.P) : extent(th, g.a, g.P) * extent(tw, g.a, g.P);
 }
 
-// The staged tile of a general block.
+// Whether the channels_last gather takes its outputs in 2 x 2 quads (a warp's four pixel slots) on rows
+// padded by kGeneralRowPad bytes: the forward at stride 2, whose four slots along a row would read pixels two
+// apart, every other one on the same banks (gather_nhwc_kernel).
+inline bool quad_gather(const GatherGeometry& g, bool nhwc, bool classes) {
+  return nhwc && !classes && g.a == 2;
+}
+
+// The staged tile of a general block for th x tw outputs (rows padded where the gather takes quads).
+inline int64_t staged_bytes(const GatherGeometry& g, int th, int tw, size_t elem_bytes, bool nhwc, bool classes) {
+  const int64_t pad = quad_gather(g, nhwc, classes) ? extent(th, g.a, g.P) * kGeneralRowPad : 0;
+  return staged_pixels(g, th, tw, classes) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1) + pad;
+}
+
+// ... for the block's tile.
 inline int64_t tile_bytes(const GatherGeometry& g, size_t elem_bytes, bool nhwc, bool classes = false) {
-  return staged_pixels(g, g.TH, g.TW, classes) * int64_t(elem_bytes) * (nhwc ? kNhwcChannels : 1);
+  return staged_bytes(g, g.TH, g.TW, elem_bytes, nhwc, classes);
 }
 
 // Halves the longer side of a TH x TW tile (TH on a tie) until bytes(TH, TW) is within `soft` (no
@@ -83,7 +96,6 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
                         bool classes = false) {
   const int64_t hard = hard_total - fixed_bytes;
   const int64_t soft = std::min<int64_t>(hard, kGeneralBudget - fixed_bytes);
-  const int64_t per_elem = static_cast<int64_t>(elem_bytes) * (nhwc ? kNhwcChannels : 1);
   int TH, TW;
   if (nhwc) {
     TH = std::min(g.Ho, classes ? kNhwcClassTile : kNhwcTile);
@@ -95,7 +107,7 @@ inline bool choose_tile(GatherGeometry& g, bool nhwc, size_t elem_bytes, int64_t
     TH = std::min(g.Ho, kNchwMaxTile);
     TW = std::min(g.Wo, kNchwMaxTile);
   }
-  auto bytes = [&](int th, int tw) { return staged_pixels(g, th, tw, classes) * per_elem; };
+  auto bytes = [&](int th, int tw) { return staged_bytes(g, th, tw, elem_bytes, nhwc, classes); };
   halve_to_budget(&TH, &TW, soft, hard, kGeneralMinTile, bytes);
   g.TH = TH;
   g.TW = TW;

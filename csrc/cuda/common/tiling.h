@@ -20,6 +20,9 @@ template <typename scalar_t>
 constexpr int kNhwcGatherMinBlocks = sizeof(scalar_t) == 4 ? 4 : (sizeof(scalar_t) == 2 ? 3 : 2);
 constexpr int kNhwcTile = 16;       // NHWC spatial tile (outputs)
 constexpr int kNhwcClassTile = 32;  // ... of the input gradient at stride 2 by parity class (16 x 16 of a class)
+// Bytes past each staged row of the channels_last gather at stride 2 (its 2 x 2 quads of outputs): a quad's
+// lower pair reads two rows down, 8 banks past its upper pair, so that a warp's loads are conflict-free.
+constexpr int kGeneralRowPad = 16;
 constexpr int kNchwMaxTile = 64;    // NCHW tile side when a plane has more than 64x64 outputs
 constexpr int kGeneralMinTile = 4;  // the soft budget never halves a general tile below 4 a side
 // Outputs per thread of the NHWC gather on tiles of up to 128 outputs (stride 2 with long lines: a

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     }
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
-  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, 1, p0 / 2 - hh, q0 / 2 - hw, EH, EW, g.C - cg * CB);
+  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, 1, p0 / 2 - hh, q0 / 2 - hw, EH, EW, g.C - cg * CB, EW * CB);
   __syncthreads();
 
   // This class's outputs: rows ps, ps + 2, ... of the tile (rows_c of them), columns alike.

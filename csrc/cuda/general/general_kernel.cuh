@@ -57,17 +57,24 @@ __device__ __forceinline__ void stage_tile(acc_t* __restrict__ S, const scalar_t
       [&](int b, int e) { S[e] = v[b]; });
 }
 
-// The same for an NHWC tile of CB = 8 channels (channel fastest). When the 8 channels of a pixel
-// are 16-byte aligned in memory (C a multiple of 8 for 16-bit types), each pixel is read with
-// 16-byte vector loads.
+// The same for an NHWC tile of CB = 8 channels (channel fastest), rows `pitch` acc_t apart (at least
+// EW * CB; a multiple of 16 bytes). When the 8 channels of a pixel are 16-byte aligned in memory (C a
+// multiple of 8 for 16-bit types), each pixel is read with 16-byte vector loads and stored with 16-byte
+// vector stores.
 template <typename scalar_t, typename acc_t>
 __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const scalar_t* __restrict__ src, int C, int Hs,
-                                                int Ws, int up, int i0, int j0, int EH, int EW, int channels_left) {
+                                                int Ws, int up, int i0, int j0, int EH, int EW, int channels_left,
+                                                int pitch) {
   constexpr int CB = 8;
   constexpr int kPix = 4;  // pixels per thread per batch
   constexpr int kVec = 16 / sizeof(scalar_t) < CB ? 16 / sizeof(scalar_t) : CB;
   constexpr int kChunks = CB / kVec;
-  static_assert(CB % kVec == 0, "channel block must be a whole number of 16-byte vectors");
+  constexpr int kStores = CB * sizeof(acc_t) / 16;
+  static_assert(CB % kVec == 0 && CB * sizeof(acc_t) % 16 == 0, "a pixel must be whole 16-byte vectors");
+  union Staged {
+    uint4 raw[kStores];
+    acc_t v[CB];
+  };
   const int64_t row_stride = int64_t(Ws) * C;
   const int total = EH * EW;
   const FastDiv div_ew(EW);
@@ -77,8 +84,9 @@ __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const sca
     for (int e = threadIdx.x; e < total * CB; e += blockDim.x) {
       const int pix = e / CB, k = e % CB;
       const auto [ei, ej] = div_ew.divmod(pix);
-      S[e] = k < channels_left ? source_value<scalar_t, acc_t>(src + k, row_stride, C, Hs, Ws, up, i0 + ei, j0 + ej)
-                               : acc_t(0);
+      S[ei * pitch + ej * CB + k] =
+          k < channels_left ? source_value<scalar_t, acc_t>(src + k, row_stride, C, Hs, Ws, up, i0 + ei, j0 + ej)
+                            : acc_t(0);
     }
     return;
   }
@@ -107,8 +115,13 @@ __device__ __forceinline__ void stage_tile_nhwc(acc_t* __restrict__ S, const sca
         }
       },
       [&](int b, int pix) {
+        const auto [ei, ej] = div_ew.divmod(pix);
+        Staged st;
 #pragma unroll
-        for (int k = 0; k < CB; ++k) S[pix * CB + k] = static_cast<acc_t>(px[b].v[k]);
+        for (int k = 0; k < CB; ++k) st.v[k] = static_cast<acc_t>(px[b].v[k]);
+        uint4* dst = reinterpret_cast<uint4*>(S + ei * pitch + ej * CB);
+#pragma unroll
+        for (int u = 0; u < kStores; ++u) dst[u] = st.raw[u];
       });
 }
 
@@ -216,9 +229,36 @@ __device__ __forceinline__ void nhwc_block(const GatherGeometry& g, int64_t* n, 
   *n = blockIdx.x / (int64_t(g.tiles) * groups);
 }
 
+// Where a channels_last gather's output o lies in its th x twd tile: row-major, or, with quads, in
+// row-major 2 x 2 quads of four consecutive outputs (a warp's four pixel slots). Past the tile's
+// outputs (o >= count(), or in the quads of an odd side) valid is false and the source 0.
+struct OutputOrder {
+  int h;  // 1 with quads, else 0
+  int th, twd;
+  FastDiv div_groups;  // quads (or outputs) a row
+
+  __device__ __forceinline__ OutputOrder(bool quads, int th_, int twd_)
+      : h(quads ? 1 : 0), th(th_), twd(twd_), div_groups(quads ? (twd_ + 1) / 2 : twd_) {}
+
+  // Outputs (quads: four a quad) a round of the tile covers.
+  __device__ __forceinline__ int count() const {
+    return h ? 4 * ((th + 1) / 2) * div_groups.d : th * twd;
+  }
+
+  __device__ __forceinline__ TileOutput at(int o, int a, int pitch) const {
+    const auto [gi, gj] = div_groups.divmod(o >> (2 * h));
+    const int s = o & (3 * h);
+    const int p = (gi << h) + (s >> h), q = (gj << h) + (s & h);
+    const bool valid = p < th && q < twd;
+    return TileOutput{p, q, valid, valid ? p * a * pitch + q * a * kNhwcChannels : 0};
+  }
+};
+
 // ----------------------------------------------------------------------------------------------
 // NHWC gather: one block per (n, tile, group of 8 channels). Lane = 8 * pixel slot + channel; R outputs
-// a thread per round (nhwc_outputs_per_thread).
+// a thread per round (nhwc_outputs_per_thread). At stride 2 (quad_gather) a warp's four slots take a
+// 2 x 2 quad of outputs on rows padded by kGeneralRowPad bytes: four slots along a row would read
+// pixels two apart, every other one on the same banks.
 // ----------------------------------------------------------------------------------------------
 template <typename scalar_t, typename acc_t, int R = kPerThread>
 __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
@@ -226,6 +266,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
                        const int2* __restrict__ toff, const acc_t* __restrict__ tw, const int* __restrict__ tnpts,
                        const int2* __restrict__ thalo, const GatherGeometry g) {
   constexpr int CB = kNhwcChannels;
+  static_assert(kGeneralRowPad % sizeof(acc_t) == 0, "the row pad must be whole values");
   extern __shared__ __align__(16) unsigned char smem[];
   int64_t n;
   int cg, tile;
@@ -240,6 +281,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   __syncthreads();
   const int np = s_np, ph = s_ph, pwid = s_pw;
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
+  const bool quads = g.a == 2;  // quad_gather
+  const int pitch = EW * CB + (quads ? kGeneralRowPad / int(sizeof(acc_t)) : 0);
   const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
@@ -249,16 +292,16 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       o = toff[int64_t(ch) * g.K + j];
       w = tw[int64_t(ch) * g.K + j];
     }
-    soff[e] = ((g.sign * o.x + ph) * EW + (g.sign * o.y + pwid)) * CB;
+    soff[e] = (g.sign * o.x + ph) * pitch + (g.sign * o.y + pwid) * CB;
     sw[e] = w;
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
-  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW, g.C - cg * CB);
+  stage_tile_nhwc<scalar_t, acc_t>(S, sp, g.C, g.Hs, g.Ws, g.up, i0, j0, EH, EW, g.C - cg * CB, pitch);
   __syncthreads();
   const acc_t b = (bias != nullptr && c_ok) ? static_cast<acc_t>(bias[c]) : acc_t(0);
-  const int nout = th * twd;
-  const FastDiv div_tw(twd);
+  const OutputOrder order(quads, th, twd);
+  const int nout = order.count();
   const int slots = blockDim.x / CB;
   scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
   for (int base = 0; base < nout; base += slots * R) {
@@ -266,18 +309,15 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     acc_t acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      sb[r] = tile_output(div_tw, base + r * slots + slot, nout, g.a, EW).source * CB + cl;
+      sb[r] = order.at(base + r * slots + slot, g.a, pitch).source + cl;
       acc[r] = b;
     }
     sum_points(acc, sb, S, soff + cl, sw + cl, np, CB);
     if (c_ok) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int o = base + r * slots + slot;
-        if (o < nout) {
-          const auto [p, q] = div_tw.divmod(o);
-          op[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C] = static_cast<scalar_t>(acc[r]);
-        }
+        const TileOutput t = order.at(base + r * slots + slot, g.a, pitch);
+        if (t.valid) op[(int64_t(p0 + t.p) * g.Wo + q0 + t.q) * g.C] = static_cast<scalar_t>(acc[r]);
       }
     }
   }

@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kNhwcThreads)
     const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
     const scalar_t* dyp = dy + int64_t(n) * g.Ho * g.Wo * g.C + c;
     __syncthreads();
-    stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+    stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB, EW * CB);
     __syncthreads();
     for (int base = 0; base < nout; base += slots * kPerThread) {
       int sb[kPerThread];
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kNhwcThreads, 2)
       const scalar_t* xp = params.io.x + int64_t(n) * g.Hs * g.Ws * g.C + cg * CB;
       const scalar_t* dyp = params.io.dy + int64_t(n) * g.Ho * g.Wo * g.C + cg * CB;
       __syncthreads();  // the previous image's reads of S and Sdy are done
-      stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB);
+      stage_tile_nhwc<scalar_t, acc_t>(S, xp, g.C, g.Hs, g.Ws, 1, i0, j0, EH, EW, g.C - cg * CB, EW * CB);
       for (int e = threadIdx.x; e < nout * CB; e += blockDim.x) {
         const int o = e / CB, k = e - o * CB, p = o / twd, q = o - p * twd;
         Sdy[e] = cg * CB + k < g.C ? static_cast<acc_t>(dyp[(int64_t(p0 + p) * g.Wo + q0 + q) * g.C + k]) : acc_t(0);
