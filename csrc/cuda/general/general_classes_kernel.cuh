@@ -67,6 +67,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const int hh = (s_ph + 1) / 2, hw = (s_pw + 1) / 2;
   const int EH = (p0 + th - 1) / 2 - p0 / 2 + 1 + 2 * hh, EW = (q0 + twd - 1) / 2 - q0 / 2 + 1 + 2 * hw;
   const size_t list = size_t(g.K) * CB;  // a class's list: up to K points of each channel
+  constexpr bool kBytes = kByteOffsets<acc_t>;
+  constexpr int kUnit = kBytes ? sizeof(acc_t) : 1;  // of the offsets in the staged tile
   const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, kParityClasses * list, kParityClasses * list);
   {
     // Warp k sorts channel k's points into the classes' lists, in table order.
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     int count[kParityClasses] = {0, 0, 0, 0};
     sort_points_by_class(toff, tw, ch, np, g, hh, hw, EW, lane, count, [&](int k, int rank, int so, acc_t w) {
       const size_t e = k * list + size_t(rank) * CB + warp;
-      soff[e] = so * CB;
+      soff[e] = so * CB * kUnit;
       sw[e] = w;
     });
     if (lane == 0) {
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   for (int e = threadIdx.x; e < kParityClasses * g.K * CB; e += blockDim.x) {
     const int k = e / (g.K * CB), j = (e / CB) % g.K, ch = e % CB;
     if (j >= s_count[k][ch] && j < s_class_np[k]) {
-      soff[e] = (hh * EW + hw) * CB;
+      soff[e] = (hh * EW + hw) * CB * kUnit;
       sw[e] = acc_t(0);
     }
   }
@@ -121,10 +123,10 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     for (int r = 0; r < kPerThread; ++r) {
       const int t = base + r * kClassSlots + slot;
       const auto [u, v] = div_c.divmod(t);
-      sb[r] = t < nout ? ((r0 + u) * EW + c0 + v) * CB + cl : cl;
+      sb[r] = (t < nout ? ((r0 + u) * EW + c0 + v) * CB + cl : cl) * kUnit;
       acc[r] = bv;
     }
-    sum_points(acc, sb, S, loff, lw, np, CB);
+    sum_points<acc_t, kPerThread, kBytes>(acc, sb, S, loff, lw, np, CB);
     if (c < g.C) {
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {

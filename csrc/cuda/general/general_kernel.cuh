@@ -2,6 +2,8 @@
 // gradient's gather over dy upsampled by the stride, in NCHW and channels_last.
 #pragma once
 
+#include <type_traits>
+
 #include "../common/geometry.cuh"
 #include "../common/tables.cuh"
 
@@ -156,19 +158,47 @@ __device__ __forceinline__ GeneralSmem<acc_t> carve_general_smem(unsigned char* 
                             reinterpret_cast<acc_t*>(smem + offset_bytes + align16(sizeof(acc_t) * values))};
 }
 
+// The float at shared-memory address addr (a 32-bit shared-window address: one add from a row's to a
+// point's, where an index into a generic pointer costs a shift and an add per load).
+__device__ __forceinline__ float load_shared(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+
 // Adds to each of a thread's R outputs (staged at sb[r]) its sum over the np points, in order:
-// point j's offset off[j * stride] in the staged tile and its weight w[j * stride].
-template <typename acc_t, int R>
+// point j's offset off[j * stride] in the staged tile and its weight w[j * stride]. Offsets count
+// values, or bytes with BYTES (float sums only: kByteOffsets).
+template <typename acc_t, int R, bool BYTES = false>
 __device__ __forceinline__ void sum_points(acc_t (&acc)[R], const int (&sb)[R],
                                            const acc_t* __restrict__ S, const int* __restrict__ off,
                                            const acc_t* __restrict__ w, int np, int stride) {
-  for (int j = 0; j < np; ++j) {
-    const int so = off[j * stride];
-    const acc_t wj = w[j * stride];
+  if constexpr (BYTES) {
+    static_assert(std::is_same_v<acc_t, float>, "byte offsets read floats");
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(S));
+    uint32_t at[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += wj * S[sb[r] + so];
+    for (int r = 0; r < R; ++r) at[r] = base + sb[r];
+    for (int j = 0; j < np; ++j) {
+      const uint32_t so = off[j * stride];
+      const acc_t wj = w[j * stride];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += wj * load_shared(at[r] + so);
+    }
+  } else {
+    for (int j = 0; j < np; ++j) {
+      const int so = off[j * stride];
+      const acc_t wj = w[j * stride];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += wj * S[sb[r] + so];
+    }
   }
 }
+
+// Whether the channels_last gathers that sum in acc_t count their staged tile's offsets in bytes
+// (sum_points' BYTES): float's (the point loop's 32 multiply-adds then take 111 instructions, not 143).
+template <typename acc_t>
+constexpr bool kByteOffsets = std::is_same_v<acc_t, float>;
 
 // ----------------------------------------------------------------------------------------------
 // NCHW gather: one block per (plane, tile).
@@ -283,6 +313,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const int EH = (th - 1) * g.a + 1 + 2 * ph, EW = (twd - 1) * g.a + 1 + 2 * pwid;
   const bool quads = g.a == 2;  // quad_gather
   const int pitch = EW * CB + (quads ? kGeneralRowPad / int(sizeof(acc_t)) : 0);
+  constexpr bool kBytes = kByteOffsets<acc_t>;
+  constexpr int kUnit = kBytes ? sizeof(acc_t) : 1;  // of the offsets in the staged tile
   const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
@@ -292,7 +324,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       o = toff[int64_t(ch) * g.K + j];
       w = tw[int64_t(ch) * g.K + j];
     }
-    soff[e] = (g.sign * o.x + ph) * pitch + (g.sign * o.y + pwid) * CB;
+    soff[e] = ((g.sign * o.x + ph) * pitch + (g.sign * o.y + pwid) * CB) * kUnit;
     sw[e] = w;
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
@@ -309,10 +341,10 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     acc_t acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      sb[r] = order.at(base + r * slots + slot, g.a, pitch).source + cl;
+      sb[r] = (order.at(base + r * slots + slot, g.a, pitch).source + cl) * kUnit;
       acc[r] = b;
     }
-    sum_points(acc, sb, S, soff + cl, sw + cl, np, CB);
+    sum_points<acc_t, R, kBytes>(acc, sb, S, soff + cl, sw + cl, np, CB);
     if (c_ok) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
