@@ -28,7 +28,7 @@ inline int64_t extent(int T, int a, int P) {
 template <typename acc_t>
 int64_t gather_fixed_bytes(int K, bool nhwc) {
   const int cb = nhwc ? kNhwcChannels : 1;
-  return align16(sizeof(GatherPoint<acc_t>) * K * cb);
+  return align16(sizeof(int) * K * cb) + align16(sizeof(acc_t) * K * cb);
 }
 
 template <typename acc_t>

@@ -32,14 +32,6 @@ constexpr int kNhwcRSmall = 2;
 // slots: 32 slots x 4 cover 128 points, a bilinear K=31 line's 62-94 in one round).
 constexpr int kGeneralAcrossPoints = 4;
 
-// A point of a general gather's list in shared memory: its offset in the staged tile and its merged
-// weight, read together in one load.
-template <typename acc_t>
-struct alignas(2 * sizeof(acc_t)) GatherPoint {
-  int off;
-  acc_t w;
-};
-
 // ---- Fast paths ----
 constexpr int kSegR = 8;           // outputs per thread along the segment axis (NCHW fast path)
 constexpr int kFastThreads = 256;  // block size of every fast path

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const size_t list = size_t(g.K) * CB;  // a class's list: up to K points of each channel
   constexpr bool kBytes = kByteOffsets<acc_t>;
   constexpr int kUnit = kBytes ? sizeof(acc_t) : 1;  // of the offsets in the staged tile
-  const auto [pts, S] = carve_gather_smem<acc_t>(smem, kParityClasses * list);
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, kParityClasses * list, kParityClasses * list);
   {
     // Warp k sorts channel k's points into the classes' lists, in table order.
     const int ch = cg * CB + warp;
@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
     int count[kParityClasses] = {0, 0, 0, 0};
     sort_points_by_class(toff, tw, ch, np, g, hh, hw, EW, lane, count, [&](int k, int rank, int so, acc_t w) {
       const size_t e = k * list + size_t(rank) * CB + warp;
-      pts[e] = GatherPoint<acc_t>{so * CB * kUnit, w};
+      soff[e] = so * CB * kUnit;
+      sw[e] = w;
     });
     if (lane == 0) {
 #pragma unroll
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   for (int e = threadIdx.x; e < kParityClasses * g.K * CB; e += blockDim.x) {
     const int k = e / (g.K * CB), j = (e / CB) % g.K, ch = e % CB;
     if (j >= s_count[k][ch] && j < s_class_np[k]) {
-      pts[e] = GatherPoint<acc_t>{(hh * EW + hw) * CB * kUnit, acc_t(0)};
+      soff[e] = (hh * EW + hw) * CB * kUnit;
+      sw[e] = acc_t(0);
     }
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
@@ -109,7 +111,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const int nout = rows_c * cols_c;
   const int r0 = (p0 + ps) / 2 - p0 / 2, c0 = (q0 + qs) / 2 - q0 / 2;  // dy rows and columns past the tile's first
   const int np = s_class_np[cls];
-  const GatherPoint<acc_t>* __restrict__ list_pts = pts + cls * list + cl;
+  const int* __restrict__ loff = soff + cls * list + cl;
+  const acc_t* __restrict__ lw = sw + cls * list + cl;
   const acc_t bv = (bias != nullptr && c < g.C) ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const FastDiv div_c(max(cols_c, 1));
   scalar_t* op = out + n * g.Ho * g.Wo * g.C + c;
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       sb[r] = (t < nout ? ((r0 + u) * EW + c0 + v) * CB + cl : cl) * kUnit;
       acc[r] = bv;
     }
-    sum_points<acc_t, kPerThread, kBytes>(acc, sb, S, list_pts, np, CB);
+    sum_points<acc_t, kPerThread, kBytes>(acc, sb, S, loff, lw, np, CB);
     if (c < g.C) {
 #pragma unroll
       for (int r = 0; r < kPerThread; ++r) {
@@ -153,13 +156,14 @@ __global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, sca
   const int2 hl = thalo[c];
   const int hh = (hl.x + 1) / 2, hw = (hl.y + 1) / 2;
   const int EH = (p0 + th - 1) / 2 - p0 / 2 + 1 + 2 * hh, EW = (q0 + twd - 1) / 2 - q0 / 2 + 1 + 2 * hw;
-  const auto [pts, S] = carve_gather_smem<acc_t>(smem, kParityClasses * g.K);
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, kParityClasses * g.K, kParityClasses * g.K);
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     const int np = tnpts[c];
     int count[kParityClasses] = {0, 0, 0, 0};
     sort_points_by_class(toff, tw, c, np, g, hh, hw, EW, lane, count, [&](int k, int rank, int so, acc_t w) {
-      pts[k * g.K + rank] = GatherPoint<acc_t>{so, w};
+      soff[k * g.K + rank] = so;
+      sw[k * g.K + rank] = w;
     });
     if (lane == 0) {
 #pragma unroll
@@ -177,7 +181,8 @@ __global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, sca
   const int nout = rows_c * cols_c;
   const int r0 = (p0 + ps) / 2 - p0 / 2, c0 = (q0 + qs) / 2 - q0 / 2;
   const int np = s_count[cls];
-  const GatherPoint<acc_t>* __restrict__ list_pts = pts + cls * g.K;
+  const int* __restrict__ loff = soff + cls * g.K;
+  const acc_t* __restrict__ lw = sw + cls * g.K;
   const acc_t bv = bias != nullptr ? static_cast<acc_t>(bias[c]) : acc_t(0);
   const FastDiv div_c(max(cols_c, 1));
   scalar_t* op = out + plane * g.Ho * g.Wo;
@@ -191,7 +196,7 @@ __global__ void gather_nchw_classes_kernel(const scalar_t* __restrict__ src, sca
       sb[r] = t < nout ? (r0 + u) * EW + c0 + v : 0;
       acc[r] = bv;
     }
-    sum_points(acc, sb, S, list_pts, np, 1);
+    sum_points(acc, sb, S, loff, lw, np, 1);
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int t = base + r * group + slot;

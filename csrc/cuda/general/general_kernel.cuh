@@ -142,8 +142,8 @@ __device__ __forceinline__ TileOutput tile_output(const FastDiv& div_tw, int o, 
   return TileOutput{p, q, valid, valid ? p * a * EW + q * a : 0};
 }
 
-// The dynamic shared memory of a general weight-gradient block: the points' offsets in the staged tile
-// (`points` ints), `values` acc_t (the warps' point sums, or dy's tile), then the staged tile.
+// The dynamic shared memory of a general block: the points' offsets in the staged tile (`points`
+// ints), `values` acc_t (merged weights, or the warps' point sums), then the staged tile.
 template <typename acc_t>
 struct GeneralSmem {
   int* offsets;
@@ -158,20 +158,6 @@ __device__ __forceinline__ GeneralSmem<acc_t> carve_general_smem(unsigned char* 
                             reinterpret_cast<acc_t*>(smem + offset_bytes + align16(sizeof(acc_t) * values))};
 }
 
-// The dynamic shared memory of a general gather block: its lists of points (GatherPoint), then the
-// staged tile.
-template <typename acc_t>
-struct GatherSmem {
-  GatherPoint<acc_t>* points;
-  acc_t* tile;
-};
-
-template <typename acc_t>
-__device__ __forceinline__ GatherSmem<acc_t> carve_gather_smem(unsigned char* smem, size_t points) {
-  return GatherSmem<acc_t>{reinterpret_cast<GatherPoint<acc_t>*>(smem),
-                           reinterpret_cast<acc_t*>(smem + align16(sizeof(GatherPoint<acc_t>) * points))};
-}
-
 // The float at shared-memory address addr (a 32-bit shared-window address: one add from a row's to a
 // point's, where an index into a generic pointer costs a shift and an add per load).
 __device__ __forceinline__ float load_shared(uint32_t addr) {
@@ -180,12 +166,13 @@ __device__ __forceinline__ float load_shared(uint32_t addr) {
   return v;
 }
 
-// Adds to each of a thread's R outputs (staged at sb[r]) its sum over the np points, in order: point
-// j is pts[j * stride] (its offset in the staged tile and its weight, one load). Offsets count values,
-// or bytes with BYTES (float sums only: kByteOffsets).
+// Adds to each of a thread's R outputs (staged at sb[r]) its sum over the np points, in order:
+// point j's offset off[j * stride] in the staged tile and its weight w[j * stride]. Offsets count
+// values, or bytes with BYTES (float sums only: kByteOffsets).
 template <typename acc_t, int R, bool BYTES = false>
-__device__ __forceinline__ void sum_points(acc_t (&acc)[R], const int (&sb)[R], const acc_t* __restrict__ S,
-                                           const GatherPoint<acc_t>* __restrict__ pts, int np, int stride) {
+__device__ __forceinline__ void sum_points(acc_t (&acc)[R], const int (&sb)[R],
+                                           const acc_t* __restrict__ S, const int* __restrict__ off,
+                                           const acc_t* __restrict__ w, int np, int stride) {
   if constexpr (BYTES) {
     static_assert(std::is_same_v<acc_t, float>, "byte offsets read floats");
     const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(S));
@@ -193,15 +180,17 @@ __device__ __forceinline__ void sum_points(acc_t (&acc)[R], const int (&sb)[R], 
 #pragma unroll
     for (int r = 0; r < R; ++r) at[r] = base + sb[r];
     for (int j = 0; j < np; ++j) {
-      const GatherPoint<acc_t> pt = pts[j * stride];
+      const uint32_t so = off[j * stride];
+      const acc_t wj = w[j * stride];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += pt.w * load_shared(at[r] + pt.off);
+      for (int r = 0; r < R; ++r) acc[r] += wj * load_shared(at[r] + so);
     }
   } else {
     for (int j = 0; j < np; ++j) {
-      const GatherPoint<acc_t> pt = pts[j * stride];
+      const int so = off[j * stride];
+      const acc_t wj = w[j * stride];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += pt.w * S[sb[r] + pt.off];
+      for (int r = 0; r < R; ++r) acc[r] += wj * S[sb[r] + so];
     }
   }
 }
@@ -226,11 +215,12 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
   const auto [p0, q0, th, twd] = output_tile(g, tile);
   const int2 hl = thalo[c];
   const int EH = (th - 1) * g.a + 1 + 2 * hl.x, EW = (twd - 1) * g.a + 1 + 2 * hl.y;
-  const auto [pts, S] = carve_gather_smem<acc_t>(smem, g.K);
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, g.K, g.K);
   const int np = tnpts[c];
   for (int j = threadIdx.x; j < np; j += blockDim.x) {
     const int2 o = toff[int64_t(c) * g.K + j];
-    pts[j] = GatherPoint<acc_t>{(g.sign * o.x + hl.x) * EW + (g.sign * o.y + hl.y), tw[int64_t(c) * g.K + j]};
+    soff[j] = (g.sign * o.x + hl.x) * EW + (g.sign * o.y + hl.y);
+    sw[j] = tw[int64_t(c) * g.K + j];
   }
   const scalar_t* sp = src + plane * g.Hs * g.Ws;
   const int i0 = p0 * g.a - hl.x, j0 = q0 * g.a - hl.y;
@@ -248,7 +238,7 @@ __global__ void gather_nchw_kernel(const scalar_t* __restrict__ src, scalar_t* _
       sb[r] = tile_output(div_tw, base + r * blockDim.x + threadIdx.x, nout, g.a, EW).source;
       acc[r] = b;
     }
-    sum_points(acc, sb, S, pts, np, 1);
+    sum_points(acc, sb, S, soff, sw, np, 1);
 #pragma unroll
     for (int r = 0; r < kPerThread; ++r) {
       const int o = base + r * blockDim.x + threadIdx.x;
@@ -325,7 +315,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
   const int pitch = EW * CB + (quads ? kGeneralRowPad / int(sizeof(acc_t)) : 0);
   constexpr bool kBytes = kByteOffsets<acc_t>;
   constexpr int kUnit = kBytes ? sizeof(acc_t) : 1;  // of the offsets in the staged tile
-  const auto [pts, S] = carve_gather_smem<acc_t>(smem, size_t(g.K) * CB);
+  const auto [soff, sw, S] = carve_general_smem<acc_t>(smem, size_t(g.K) * CB, size_t(g.K) * CB);
   for (int e = threadIdx.x; e < np * CB; e += blockDim.x) {
     const int j = e / CB, k = e - j * CB, ch = cg * CB + k;
     int2 o = make_int2(0, 0);
@@ -334,7 +324,8 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       o = toff[int64_t(ch) * g.K + j];
       w = tw[int64_t(ch) * g.K + j];
     }
-    pts[e] = GatherPoint<acc_t>{((g.sign * o.x + ph) * pitch + (g.sign * o.y + pwid) * CB) * kUnit, w};
+    soff[e] = ((g.sign * o.x + ph) * pitch + (g.sign * o.y + pwid) * CB) * kUnit;
+    sw[e] = w;
   }
   const scalar_t* sp = src + n * g.Hs * g.Ws * g.C + cg * CB;
   const int i0 = p0 * g.a - ph, j0 = q0 * g.a - pwid;
@@ -353,7 +344,7 @@ __global__ void __launch_bounds__(kNhwcThreads, kNhwcGatherMinBlocks<scalar_t>)
       sb[r] = (order.at(base + r * slots + slot, g.a, pitch).source + cl) * kUnit;
       acc[r] = b;
     }
-    sum_points<acc_t, R, kBytes>(acc, sb, S, pts + cl, np, CB);
+    sum_points<acc_t, R, kBytes>(acc, sb, S, soff + cl, sw + cl, np, CB);
     if (c_ok) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
