@@ -78,7 +78,6 @@ struct Plan {
   int images = 1;               // window gathers: images per block (small planes) staged together,
   int image_groups = 1;         // ... in this many groups one after the other,
   bool table_weights = false;   // ... over the tables' merged weights (TABLE_WEIGHTS), not the taps'
-  bool convert = false;         // ... or over float32 tiles converted once (CONVERT)
 };
 
 // The tensors and options of one call. Gathers (forward and input gradient): out = the gather of

@@ -20,14 +20,10 @@ auto win_kernel(int classes, bool one_list) {
   return classes == 1 ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1> : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 2>;
 }
 
-// Several images a block (the kernel's SMALL), with the taps' weights or (table_weights) the tables';
-// convert: the taps' over float32 tiles converted once (16-bit).
+// Several images a block (the kernel's SMALL), with the taps' weights or (table_weights) the tables'.
 template <typename scalar_t>
-auto small_win_kernel(bool table_weights, bool convert = false) {
+auto small_win_kernel(bool table_weights) {
   constexpr int OUTPUTS = WinTraits<scalar_t>::kOutputs;
-  if constexpr (sizeof(scalar_t) == 2) {
-    if (convert) return win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true, false, true>;
-  }
   return table_weights ? win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true, true>
                        : win_gather_nhwc_kernel<scalar_t, OUTPUTS, 1, false, true>;
 }
@@ -77,20 +73,12 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   if (small_lists) share = smem_share(small_kernel, kFastThreads, small_fixed + image) - small_fixed;
   plan->images = 1;
   plan->image_groups = 1;
-  plan->convert = false;
   if (small && (!one_list || small_lists)) {
-    // 16-bit blocks with the taps' weights convert each group's planes once into a float32 tile beside
-    // them, where one image's two tiles fit (14 x 14 at K=31; not 28 x 28).
-    const int64_t converted = image * (sizeof(scalar_t) + sizeof(float)) / sizeof(scalar_t);
-    int images = sizeof(scalar_t) == 2 && !one_list ? win_images<scalar_t>(g, p.N, g.C / CB, converted, share) : 0;
-    const bool convert = images >= 1;
-    if (!convert) images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
+    const int images = win_images<scalar_t>(g, p.N, g.C / CB, image, share);
     if (images >= 1) {
       plan->images = images;
       plan->image_groups = win_image_groups(p.N, images, g.C / CB);
-      plan->convert = convert && win_small(*plan);
-      const int64_t room = convert ? converted : image;
-      if (win_small(*plan)) plan->tile = plan->image_groups > 1 ? share : images * room;
+      if (win_small(*plan)) plan->tile = plan->image_groups > 1 ? share : images * image;
     }
   }
   plan->fg = g;
@@ -99,8 +87,7 @@ bool plan_win_gather(const Problem& p, int rows, int halo_k, int64_t soft, int c
   plan->table_weights = one_list && win_small(*plan);
   plan->launch = LaunchShape{ceil_div(p.N, plan->images * plan->image_groups) * g.tiles * (g.C / CB), classes,
                              kFastThreads, (plan->one_list ? fixed : small_fixed) + plan->tile};
-  return win_small(*plan) ? launch_fits(small_win_kernel<scalar_t>(plan->table_weights, plan->convert), plan->launch)
-                          : launch_fits(kernel, plan->launch);
+  return win_small(*plan) ? launch_fits(small_kernel, plan->launch) : launch_fits(kernel, plan->launch);
 }
 
 template <typename scalar_t>
@@ -123,7 +110,7 @@ void launch_win_gather(const Plan& plan, const Args<scalar_t>& a, const SegTable
   const char* what = "channels_last window gather";
   if (win_small(plan)) {
     const WinSmallParams<scalar_t> small{params, static_cast<int>(a.src.size(0)), plan.images, plan.image_groups};
-    launch_planned(small_win_kernel<scalar_t>(plan.table_weights, plan.convert), plan.launch, what, small);
+    launch_planned(small_win_kernel<scalar_t>(plan.table_weights), plan.launch, what, small);
   } else {
     launch_planned(win_kernel<scalar_t>(plan.classes, plan.one_list), plan.launch, what, params);
   }

@@ -10,29 +10,6 @@
 namespace mmo1d {
 namespace cuda {
 
-// F[i] = float(S[i]) for the CB channels of `pixels` staged pixels: pixel t of the block's images of
-// `plane` pixels, rows of `width` (t's image m = t / plane, row r, column c), at m * image_pixels + base +
-// r * pitch + c of both tiles (plane = width = pixels, base = 0: the first `pixels` pixels). A thread
-// a 16-byte piece at a time.
-template <typename scalar_t, int CB>
-__device__ __forceinline__ void convert_pixels(float* __restrict__ F, const scalar_t* __restrict__ S, int pixels,
-                                               int plane, int width, int image_pixels, int pitch, int base) {
-  static_assert(sizeof(scalar_t) == 2, "a 16-bit tile");
-  constexpr int kPieces = CB * sizeof(scalar_t) / 16, kPer = 16 / sizeof(scalar_t);
-  for (int e = threadIdx.x; e < pixels * kPieces; e += blockDim.x) {
-    const int t = e / kPieces, piece = e - t * kPieces;
-    const int m = t / plane, rc = t - m * plane, r = rc / width;
-    const int px = m * image_pixels + base + r * pitch + (rc - r * width);
-    const int off = px * CB + piece * kPer;
-    const uint4 raw = *reinterpret_cast<const uint4*>(S + off);
-    float lo[kPer / 2], hi[kPer / 2];
-    unpack_vec<scalar_t, kPer / 2>(make_uint2(raw.x, raw.y), lo);
-    unpack_vec<scalar_t, kPer / 2>(make_uint2(raw.z, raw.w), hi);
-    *reinterpret_cast<float4*>(F + off) = make_float4(lo[0], lo[1], lo[2], lo[3]);
-    *reinterpret_cast<float4*>(F + off + 4) = make_float4(hi[0], hi[1], hi[2], hi[3]);
-  }
-}
-
 // The arguments of win_gather_nhwc_kernel, built by its launcher: out has OH x OW pixels; the
 // tables' merged weights, or (tables.segw null) the taps' weights merged by the blocks.
 template <typename scalar_t>
@@ -75,16 +52,12 @@ using WinParams = std::conditional_t<SMALL, WinSmallParams<scalar_t>, WinGatherP
 // ONE_LIST (tables whose blocks of channels mostly share one list, the interpolated taps' united
 // points): shared memory holds one channel's segments instead of CB, for blocks whose channels all
 // have the same segments; the other blocks read theirs from global memory.
-// CONVERT (16-bit SMALL with the taps' weights): each group's planes, copied into one buffer in their
-// dtype, are converted once into a float32 tile that the tasks read (no conversion per point); the
-// next group's copies go to that buffer while a group computes.
 template <typename scalar_t, int OUTPUTS, int OS, bool ONE_LIST = false, bool SMALL = false,
-          bool TABLE_WEIGHTS = false, bool CONVERT = false>
+          bool TABLE_WEIGHTS = false>
 __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     win_gather_nhwc_kernel(const WinParams<scalar_t, SMALL> params) {
   static_assert(!SMALL || (OS == 1 && !ONE_LIST), "several images a block: stride-1 gathers over their own lists");
   static_assert(!TABLE_WEIGHTS || SMALL, "TABLE_WEIGHTS: SMALL over the tables' merged weights");
-  static_assert(!CONVERT || (SMALL && !TABLE_WEIGHTS && sizeof(scalar_t) == 2), "CONVERT: 16-bit SMALL");
   const scalar_t* __restrict__ bias = params.io.bias;
   const SegInfo* __restrict__ info = params.tables.info;
   const int4* __restrict__ segs = params.tables.segs;
@@ -242,11 +215,9 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     // Groups of params.images planes, each staged whole with a halo of at most OUTPUTS - 1 (sph, spw);
     // with room for two groups' tiles, the next group's copies are in flight while a group computes. A
     // buffer's first group stages its tiles with the zero halo around the planes; the later groups find
-    // that halo in place and copy the planes alone. CONVERT: one buffer in the storage dtype, then the
-    // float32 tile F that a group's tasks read (group_elems floats after it).
+    // that halo in place and copy the planes alone.
     const int rows = seg_tile_rows<OUTPUTS>(th, sph), image_pixels = rows * pitch;
     const int per_group = params.images, groups = (images + per_group - 1) / per_group;
-    constexpr int kTileElemBytes = CONVERT ? sizeof(scalar_t) + sizeof(float) : sizeof(scalar_t);
     // Diagonal lines in pieces of the plane's whole diagonals where that takes one round of the
     // block's slots instead of two (14 x 14: 60 tasks instead of 68), the group's region followed by
     // the rows that its last image's last pieces read below it.
@@ -254,10 +225,9 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     const bool diag = __any_sync(0xffffffffu, s_mode[lane % CB] >= 2);  // a channel with diagonal lines
     const bool pieces = diag && diag_npieces<OUTPUTS>(th, tw) * per_group <= slots &&
                         seg_ntasks<OUTPUTS>(2, th, tw) * per_group > slots &&
-                        int64_t(per_group * image_pixels + extra) * CB * kTileElemBytes <= params.tile_bytes;
+                        int64_t(per_group * image_pixels + extra) * CB * sizeof(scalar_t) <= params.tile_bytes;
     const int group_elems = (per_group * image_pixels + (pieces ? extra : 0)) * CB;
-    const bool two = !CONVERT && groups > 1 && int64_t(2) * group_elems * sizeof(scalar_t) <= params.tile_bytes;
-    float* F = reinterpret_cast<float*>(S + group_elems);  // 32-byte pixels: aligned
+    const bool two = groups > 1 && int64_t(2) * group_elems * sizeof(scalar_t) <= params.tile_bytes;
     auto stage = [&](int grp) {
       const int m0 = grp * per_group, count = min(per_group, images - m0);
       scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
@@ -277,46 +247,24 @@ __global__ void __launch_bounds__(kFastThreads, kWinBlocks)
     };
     stage(0);
     for (int grp = 0; grp < groups; ++grp) {
-      const int m0 = grp * per_group, count = min(per_group, images - m0);
-      if constexpr (CONVERT) {
+      if (two && grp + 1 < groups) {
+        stage(grp + 1);
+        cp_async_wait_group<1>();
+      } else {
         cp_async_wait_group<0>();
-        __syncthreads();  // the group's planes (and, the first time, the tables) written
-        // The first group converts the whole buffer (its zero halo and the pieces' rows below it
-        // included), the later ones their planes alone.
-        if (grp == 0) {
-          const int pixels = group_elems / CB;
-          convert_pixels<scalar_t, CB>(F, S, pixels, pixels, pixels, 0, 0, 0);
-        } else {
-          convert_pixels<scalar_t, CB>(F, S, count * g.H * g.W, g.H * g.W, g.W, image_pixels, pitch,
-                                       sph * pitch + spw + OUTPUTS - 1);
-        }
-        __syncthreads();  // F written, the buffer read
-        if (grp + 1 < groups) stage(grp + 1);
-      } else {
-        if (two && grp + 1 < groups) {
-          stage(grp + 1);
-          cp_async_wait_group<1>();
-        } else {
-          cp_async_wait_group<0>();
-        }
-        __syncthreads();  // the group's tiles (and, the first time, the tables) written
       }
-      using staged_t = std::conditional_t<CONVERT, float, scalar_t>;
-      const staged_t* buf;
-      if constexpr (CONVERT) {
-        buf = F;
-      } else {
-        buf = S + (two && (grp & 1) ? group_elems : 0);
-      }
+      __syncthreads();  // the group's tiles (and, the first time, the tables) written
+      const int m0 = grp * per_group, count = min(per_group, images - m0);
+      const scalar_t* buf = S + (two && (grp & 1) ? group_elems : 0);
       scalar_t* gop = op + int64_t(m0) * OH * OW * g.C;
       lane_tasks([&](auto nv, int kc, int kl, const auto& bias_k, auto list) {
-        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, kClip, false, staged_t>(
+        win_tasks<scalar_t, OUTPUTS, OS, decltype(nv)::value, false, kClip>(
             buf, gop, kc, c0 + kc, s_mode[kl], s_nseg[kl], list, sw, bias_k, th, tw, 0, 0, sph, spw, pitch, OH, OW, oa,
             ob, g.C, slot, slots, nullptr, count, image_pixels, pieces, PlaneClip{ph, pw, g.H, g.W});
       });
       if (grp + 1 < groups) {
-        __syncthreads();  // the group's reads done before its buffer is staged (CONVERT: F converted) again
-        if (!CONVERT && !two) stage(grp + 1);
+        __syncthreads();  // the group's reads done before its buffer is staged again
+        if (!two) stage(grp + 1);
       }
     }
   } else {

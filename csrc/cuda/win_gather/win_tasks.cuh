@@ -21,13 +21,11 @@ namespace cuda {
 // other pixel of dx (output step OS = 2).
 
 // CHANNELS consecutive channels of a pixel <-> floats: the lane's vector (CHANNELS = V) or one
-// channel (CHANNELS = 1). A 16-byte vector is a float32 tile's four channels (win_tasks' staged_t).
+// channel (CHANNELS = 1).
 template <typename scalar_t, int CHANNELS>
 __device__ __forceinline__ void load_channels(const unsigned char* __restrict__ p, float (&f)[CHANNELS]) {
   if constexpr (CHANNELS == 1) {
     f[0] = static_cast<float>(*reinterpret_cast<const scalar_t*>(p));
-  } else if constexpr (sizeof(scalar_t) * CHANNELS == 16) {
-    load_floats<CHANNELS>(reinterpret_cast<const float*>(p), f);
   } else {
     load_vec<scalar_t, CHANNELS>(reinterpret_cast<const scalar_t*>(p), f);
   }
@@ -43,16 +41,16 @@ __device__ __forceinline__ void store_channels(scalar_t* __restrict__ p, const f
 }
 
 // acc[r][k] += sum_l w[l * wstride + k] * S[a + (r + l) * axis_step][k] for CHANNELS channels: the
-// channels of pixel i start at channel_tile + PIXEL * i (32 bytes; 64 for a 16-bit block's float32
-// tile). SPLIT_TAIL: see walk_segment (the stride-2 forward, whose tasks also add into an fp32 tile,
-// takes the test per point: it stays free of spills).
-template <typename scalar_t, int OUTPUTS, int CHANNELS, bool SPLIT_TAIL, int PIXEL = 32>
+// channels of pixel i start at channel_tile + 32 * i. SPLIT_TAIL: see walk_segment (the stride-2
+// forward, whose tasks also add into an fp32 tile, takes the test per point: it stays free of
+// spills).
+template <typename scalar_t, int OUTPUTS, int CHANNELS, bool SPLIT_TAIL>
 __device__ __forceinline__ void run_segment_px(const unsigned char* __restrict__ channel_tile, int a, int axis_step,
                                                int L, const float* __restrict__ w, int wstride,
                                                float (&acc)[OUTPUTS][CHANNELS]) {
   float v[OUTPUTS][CHANNELS];
   walk_segment<OUTPUTS, SPLIT_TAIL>(
-      channel_tile + a * PIXEL, axis_step * PIXEL, L, v,
+      channel_tile + a * 32, axis_step * 32, L, v,
       [](const unsigned char* p, float (&f)[CHANNELS]) { load_channels<scalar_t, CHANNELS>(p, f); },
       [&](int l, auto i) {
         constexpr int I = decltype(i)::value;
@@ -114,10 +112,9 @@ struct PlaneClip {
 // on different banks whether they take neighbouring rows or columns.
 // pieces: diagonal lines (modes 2, 3) take the pieces of the tile's whole diagonals (diag_piece;
 // their last outputs may read up to OUTPUTS - 1 rows below the staged tile's rows).
-// staged_t: the tile's element type, scalar_t's or float (a 16-bit block's tile converted once).
 template <typename scalar_t, int OUTPUTS, int OS, int CHANNELS, bool ACC = false, bool CLIP = false,
-          bool SPLIT_LAST = false, typename staged_t = scalar_t, typename Segs = const int4*>
-__device__ __forceinline__ void win_tasks(const staged_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
+          bool SPLIT_LAST = false, typename Segs = const int4*>
+__device__ __forceinline__ void win_tasks(const scalar_t* __restrict__ S, scalar_t* __restrict__ op, int kc, int c,
                                           int mode, int nseg, Segs seg_smem, const float* __restrict__ sw,
                                           const float (&b)[CHANNELS], int sth, int stw, int p0s, int q0s, int ph,
                                           int pw, int pitch, int OH, int OW, int oa, int ob, int C, int slot, int slots,
@@ -129,8 +126,7 @@ __device__ __forceinline__ void win_tasks(const staged_t* __restrict__ S, scalar
   const int axis_step = ui * pitch + uj;
   const bool cut = pieces && mode >= 2;
   const int ntasks = cut ? diag_npieces<OUTPUTS>(sth, stw) : seg_ntasks<OUTPUTS>(mode, sth, stw);
-  constexpr int kPixel = VecTraits<scalar_t>::kCB * sizeof(staged_t);  // bytes of a staged pixel
-  const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(staged_t);
+  const unsigned char* channel_tile = reinterpret_cast<const unsigned char*>(S) + kc * sizeof(scalar_t);
   // Output r of a task is ostep elements after output 0 (its pointer is formed once per task).
   const int64_t ostep = int64_t(OS) * (int64_t(ui) * OW + uj) * C;
   // Task t's NOUT outputs from its output r0 (NOUT = OUTPUTS, r0 = 0: the whole task).
@@ -168,8 +164,8 @@ __device__ __forceinline__ void win_tasks(const staged_t* __restrict__ S, scalar
         if (l1 < l0) continue;
         L = l1 - l0 + 1;
       }
-      run_segment_px<staged_t, NOUT, CHANNELS, !ACC, kPixel>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
-                                                             sw + (e.z + l0) * CB + kc, CB, acc);
+      run_segment_px<scalar_t, NOUT, CHANNELS, !ACC>(channel_tile, b0 + e.x + l0 * axis_step, axis_step, L,
+                                                     sw + (e.z + l0) * CB + kc, CB, acc);
     }
     scalar_t* o = op + ((int64_t(m) * OH + (OS * (p0s + p) + oa)) * OW + OS * (q0s + q) + ob) * C + c;
 #pragma unroll
