@@ -1,0 +1,642 @@
+// A probe of a tensor-core forward for the channels_last 16-bit oriented convolution, standalone
+// (not part of the extension):
+//   nvcc -arch=sm_90 -O3 -std=c++17 .dev_scripts/mma_gather_probe.cu -o probe
+//   ./probe check                       # against a direct float32 kernel and a float64 host sum
+//   ./probe time [N C S K [IMAGES]]     # kernel time: the 8 directions, 0, 22.5, 45, 67.5, 90 degrees
+// It gathers rounded (truncated) taps, every tap on its own (no merging of taps on one pixel); `time`
+// adds the residual (y = x + b + conv(x), the "++" blocks' form) as one more tap of weight 1.
+//
+// For 16 output pixels p_m and 8 channels, y(p_m, n) = b(n) + sum_t w(n, t) x(p_m + o_t, n) is one
+// matrix product whose inner dimension runs over (tap, channel) pairs:
+//   A[m][(t, c)] = x(p_m + o_t, c),   B[(t, c)][n] = w(n, t) if c == n, else 0.
+// Each row of A's 8 x 8 blocks is one pixel's 8 channels, 16 contiguous bytes of a channels_last tile,
+// so ldmatrix reads A at any tap offsets (no runs, no per-channel planes); B is block-diagonal (an
+// eighth of its entries wanted) and constant over the block, so it stays in registers. Two taps per
+// mma.m16n8k16 (the last of an odd K by m16n8k8), float32 sums; the products of 16-bit values are exact.
+// The tile is staged once per block by two bulk tensor copies (TMA, cp.async.bulk.tensor, zero outside
+// the image), one plane of 8 channels each, 16 bytes a pixel, so the 8 rows of an ldmatrix block (8
+// neighbouring pixels) hit 32 distinct banks; the outputs go through shared memory and two bulk
+// tensor stores. Neither passes through the load/store unit, whose L1 wavefronts bound a first
+// version (per-pixel cp.async and 4-byte stores: 40% of them). Each direction has its own tiles: rows
+// of the plane for lines nearer the rows (halo mostly left and right), columns otherwise.
+// Results and findings: benchmarks/results/op_passes_pp_conv_ab_h200.md.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e = (x);                                                                   \
+    if (e != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+constexpr int kThreads = 256;
+constexpr int kCB = 16;   // channels a block: two planes of 8
+
+constexpr int kMaxMaps = 8;
+constexpr int kSmemBudget = 72 * 1024;  // a block's tiles: three blocks per SM
+
+// The tiles of one direction (its blocks of 16 channels): output tiles of th x tw, staged as a box of
+// bh x bw pixels from (h0 - ph, w0 - pw); pixels taken in rows (col 0) or down columns (col 1).
+struct Plan {
+  int col, th, tw, ph, pw, bh, bw, tiles_w, ntiles, map;
+};
+
+struct Maps {
+  CUtensorMap x[kMaxMaps];  // per plan shape: x with box (8, bw, bh, 1)
+  CUtensorMap y[kMaxMaps];  // y with box (8, tw, th, 1)
+};
+
+struct Params {
+  const uint16_t* x;      // for the direct kernel
+  const uint16_t* w;      // (C, K), the input's dtype
+  const float* bias;      // (C)
+  uint16_t* y;            // for the direct kernel
+  const int2* taps;       // (C / 16, K): (dh, dw) of each tap, one direction per block of 16 channels
+  const Plan* plans;      // (C / 16)
+  int N, H, W, C;
+  int images;             // images a block, one after the other over the same tables
+};
+
+template <bool HALF>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (HALF) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <bool HALF>
+__device__ __forceinline__ void mma1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  if constexpr (HALF) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+  }
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x2(uint32_t& r0, uint32_t& r1, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c, int w, int h, int n,
+                                         uint32_t mbar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst), "l"(map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(mbar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int c, int w, int h, int n) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map),
+               "r"(c), "r"(w), "r"(h), "r"(n), "r"(src)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t mbar, int parity) {
+  asm volatile(
+      "{\n .reg .pred P;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n @!P bra WAIT_%=;\n}\n" ::"r"(
+          mbar),
+      "r"(parity)
+      : "memory");
+}
+
+template <bool HALF>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  if constexpr (HALF) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
+template <bool HALF>
+__device__ __forceinline__ float to_float(uint16_t v) {
+  if constexpr (HALF) {
+    return __half2float(__ushort_as_half(v));
+  } else {
+    return __bfloat162float(__ushort_as_bfloat16(v));
+  }
+}
+
+// One block: channels [16 blockIdx.y, + 16), output tile blockIdx.x of its direction's plan, images
+// [blockIdx.z * images, + images) one after the other (B, the tap offsets and the pixel tables built
+// once). Warps 0-3 take channels 0-7 of the block, warps 4-7 channels 8-15; each warp takes every
+// fourth block of 16 tile pixels, two blocks at a time. An image's copies are issued as soon as every
+// warp is done with the previous image's tile; its outputs' plane is written once the previous bulk
+// store has read it.
+template <bool HALF, int K>
+__global__ void __launch_bounds__(kThreads, 3) mma_gather_kernel(const __grid_constant__ Params p,
+                                                                 const __grid_constant__ Maps maps) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) uint64_t mbar_s;
+  constexpr int KP = K / 2;
+  const int cb = blockIdx.y, c0 = cb * kCB;
+  const int n0 = blockIdx.z * p.images, n1 = min(p.N, n0 + p.images);
+  const Plan pl = p.plans[cb];
+  const int tile = blockIdx.x;
+  if (tile >= pl.ntiles) return;
+  const int th = pl.th, tw = pl.tw, ph = pl.ph, pw = pl.pw, bw = pl.bw;
+  const int h0 = (tile / pl.tiles_w) * th, w0 = (tile % pl.tiles_w) * tw;
+  const int xplane = (pl.bh * bw * 16 + 127) / 128 * 128, yplane = (th * tw * 16 + 127) / 128 * 128;
+  const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t mbar = static_cast<uint32_t>(__cvta_generic_to_shared(&mbar_s));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(mbar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  auto issue = [&](int n) {  // thread 0: image n's tile
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mbar), "r"(2 * pl.bh * bw * 16)
+                 : "memory");
+    tma_load(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
+    tma_load(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
+  };
+  if (threadIdx.x == 0) issue(n0);
+  // Per tile pixel i (in the plan's order): its A row's offset in an x plane (tap offset 0) and its
+  // place in a y plane; after the planes.
+  const int npix = th * tw, nblk = (npix + 15) / 16;
+  int* pix_s = reinterpret_cast<int*>(smem + 2 * xplane + 2 * yplane);
+  int* pix_o = pix_s + nblk * 16;
+  for (int i = threadIdx.x; i < nblk * 16; i += kThreads) {
+    const int ii = min(i, npix - 1);
+    int r, c;
+    if (pl.col) {
+      c = ii / th, r = ii - c * th;
+    } else {
+      r = ii / tw, c = ii - r * tw;
+    }
+    pix_s[i] = ((r + ph) * bw + c + pw) * 16;
+    pix_o[i] = (r * tw + c) * 16;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = warp >> 2;
+  const int gq = lane >> 2, tq = lane & 3;
+  // B in registers: lane (gq, tq) holds B[2tq, 2tq + 1][gq] (tap 2j) and B[2tq + 8, 2tq + 9][gq]
+  // (tap 2j + 1); nonzero only where gq is 2tq or 2tq + 1, the low or high half by gq's parity.
+  const int ch = c0 + 8 * grp + gq;
+  const bool diag = (gq >> 1) == tq;
+  const int shift = 16 * (gq & 1);
+  uint32_t b[KP][2];
+  uint32_t blast = 0;
+  int off[KP];
+  int offlast = 0;
+  const int2* taps = p.taps + int64_t(cb) * K;
+#pragma unroll
+  for (int j = 0; j < KP; ++j) {
+    b[j][0] = diag ? uint32_t(p.w[int64_t(ch) * K + 2 * j]) << shift : 0u;
+    b[j][1] = diag ? uint32_t(p.w[int64_t(ch) * K + 2 * j + 1]) << shift : 0u;
+    const int2 t = taps[2 * j + (lane >> 4)];
+    off[j] = (t.x * bw + t.y) * 16;
+  }
+  if constexpr (K % 2 == 1) {
+    blast = diag ? uint32_t(p.w[int64_t(ch) * K + K - 1]) << shift : 0u;
+    const int2 t = taps[K - 1];
+    offlast = (t.x * bw + t.y) * 16;
+  }
+  float bias[2] = {p.bias[c0 + 8 * grp + 2 * tq], p.bias[c0 + 8 * grp + 2 * tq + 1]};
+  __syncthreads();  // the pixel tables (and the barrier's initialisation)
+  const uint32_t gbase = s0 + grp * xplane;
+  unsigned char* yp = smem + 2 * xplane + grp * yplane + 4 * tq;
+  auto store = [&](int blk, const float (&acc)[4]) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = blk * 16 + gq + 8 * half;
+      if (i < npix) *reinterpret_cast<uint32_t*>(yp + pix_o[i]) = pack2<HALF>(acc[2 * half], acc[2 * half + 1]);
+    }
+  };
+  for (int n = n0; n < n1; ++n) {
+    if (n > n0) {
+      if (threadIdx.x == 0) {
+        issue(n);  // every warp is past the previous image's barrier: its tile is read
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      }
+      __syncthreads();  // the previous image's outputs read by its bulk store
+    }
+    mbar_wait(mbar, (n - n0) & 1);
+    for (int blk = warp & 3; blk < nblk; blk += 8) {
+      const int blk2 = blk + 4;
+      const bool two = blk2 < nblk;
+      const uint32_t a0 = gbase + pix_s[blk * 16 + (lane & 15)];
+      const uint32_t a1 = gbase + pix_s[(two ? blk2 : blk) * 16 + (lane & 15)];
+      float acc0[4] = {bias[0], bias[1], bias[0], bias[1]}, acc1[4] = {bias[0], bias[1], bias[0], bias[1]};
+#pragma unroll
+      for (int j = 0; j < KP; ++j) {
+        uint32_t fa[4], fb[4];
+        ldsm_x4(fa, a0 + off[j]);
+        ldsm_x4(fb, a1 + off[j]);
+        mma16816<HALF>(acc0, fa, b[j][0], b[j][1]);
+        mma16816<HALF>(acc1, fb, b[j][0], b[j][1]);
+      }
+      if constexpr (K % 2 == 1) {
+        uint32_t f0, f1, g0, g1;
+        ldsm_x2(f0, f1, a0 + offlast);
+        ldsm_x2(g0, g1, a1 + offlast);
+        mma1688<HALF>(acc0, f0, f1, blast);
+        mma1688<HALF>(acc1, g0, g1, blast);
+      }
+      store(blk, acc0);
+      if (two) store(blk2, acc1);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // the outputs written, the tile read
+    if (threadIdx.x == 0) {
+      tma_store(&maps.y[pl.map], s0 + 2 * xplane, c0, w0, h0, n);
+      tma_store(&maps.y[pl.map], s0 + 2 * xplane + yplane, c0 + 8, w0, h0, n);
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+  }
+  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+
+// The direct sum, one thread an output element, float32 in tap order.
+template <bool HALF>
+__global__ void direct_kernel(const Params p, int K) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t total = int64_t(p.N) * p.H * p.W * p.C;
+  if (e >= total) return;
+  const int c = e % p.C;
+  const int64_t pix = e / p.C;
+  const int w = pix % p.W, h = (pix / p.W) % p.H, n = pix / (int64_t(p.W) * p.H);
+  float acc = p.bias[c];
+  for (int t = 0; t < K; ++t) {
+    const int2 o = p.taps[int64_t(c / kCB) * K + t];
+    const int hh = h + o.x, ww = w + o.y;
+    if (hh < 0 || hh >= p.H || ww < 0 || ww >= p.W) continue;
+    acc = fmaf(to_float<HALF>(p.w[int64_t(c) * K + t]), to_float<HALF>(p.x[((int64_t(n) * p.H + hh) * p.W + ww) * p.C + c]), acc);
+  }
+  if constexpr (HALF) {
+    p.y[e] = __half_as_ushort(__float2half_rn(acc));
+  } else {
+    p.y[e] = __bfloat16_as_ushort(__float2bfloat16_rn(acc));
+  }
+}
+
+// Host side -----------------------------------------------------------------------------------------
+
+static float h2f(uint16_t v, bool half) {
+  if (half) return __half2float(__ushort_as_half(v));
+  uint32_t u = uint32_t(v) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f2h(float f, bool half) {
+  if (half) return __half_as_ushort(__float2half_rn(f));
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+// Truncated taps of angle a (radians, float32), as mmo1d.ops.reference.tap_offsets.
+static void trunc_taps(float a, int K, int2* out) {
+  const float s = float(std::sin(double(a))), c = float(std::cos(double(a)));
+  for (int t = 0; t < K; ++t) {
+    const float d = float(t - K / 2);
+    out[t] = make_int2(int(std::trunc(-d * s)), int(std::trunc(d * c)));
+  }
+}
+
+struct Case {
+  int N, C, H, W, K;
+  bool half;
+  double angle;     // degrees; < 0: the 8 directions in groups of C / 8 channels
+  bool residual;    // y = x + b + conv(x): one more tap, at the output pixel, of weight 1
+  int images = 0;   // images a block (0: the largest divisor of N that keeps 4 waves of blocks)
+};
+
+// The shared memory of a block of plan pl: two x planes, two y planes, the pixel tables.
+static int plan_smem(const Plan& pl) {
+  auto a128 = [](int v) { return (v + 127) / 128 * 128; };
+  return 2 * a128(pl.bh * pl.bw * 16) + 2 * a128(pl.th * pl.tw * 16) + (pl.th * pl.tw + 15) / 16 * 16 * 8;
+}
+
+// The tiles of a direction of halo (ph, pw) on an H x W plane: pixels taken along rows where ph <= pw,
+// else down columns. Along the pixel order the tile takes 64, 32 or 16 pixels (evened out over the
+// plane), across it as many as kSmemBudget allows; the plan of least estimated shared-memory traffic
+// per output (a staged pixel is an eighth of a 128-byte wavefront a plane, an output's 31 taps about 8
+// of ldmatrix, also for the outputs a partial tile computes beyond the plane). A row tile's box is wider
+// than its halo by a multiple of 8 pixels (an ldmatrix block that wraps to the next row stays on
+// distinct banks); a column tile's box width is odd (8 pixels down a column on distinct banks).
+static Plan make_plan(int ph, int pw, int H, int W) {
+  const bool col = ph > pw;
+  auto even = [](int full, int size) {
+    const int tiles = (full + size - 1) / size;
+    return (full + tiles - 1) / tiles;
+  };
+  auto shape = [&](int th, int tw) {
+    Plan pl{};
+    pl.col = col, pl.ph = ph, pl.pw = pw, pl.th = th, pl.tw = tw, pl.bh = th + 2 * ph, pl.bw = tw + 2 * pw;
+    if (col) {
+      pl.bw |= 1;
+    } else {
+      pl.bw += (8 - (2 * pw) % 8) % 8;
+    }
+    pl.tiles_w = (W + tw - 1) / tw;
+    pl.ntiles = (H + th - 1) / th * pl.tiles_w;
+    return pl;
+  };
+  Plan best{};
+  double best_cost = 1e30;
+  for (const int along : {64, 32, 16}) {
+    const int full_along = col ? H : W, full_across = col ? W : H;
+    const int a = even(full_along, along);
+    int c = full_across;
+    for (; c > 1; --c) {
+      if (plan_smem(col ? shape(a, c) : shape(c, a)) <= kSmemBudget) break;
+    }
+    c = even(full_across, c);
+    const Plan pl = col ? shape(a, c) : shape(c, a);
+    const double computed = double(pl.ntiles) * pl.th * pl.tw;
+    const double cost = (double(pl.ntiles) * pl.bh * pl.bw * 2 / 8 + computed * 8) / (double(H) * W);
+    if (cost < best_cost) best_cost = cost, best = pl;
+  }
+  return best;
+}
+
+static PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (fn == nullptr) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&fn), 12000,
+                                        cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || fn == nullptr) {
+      fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+      exit(1);
+    }
+  }
+  return fn;
+}
+
+// A map of the N x H x W x C channels_last tensor at ptr with boxes of 8 channels x bw x bh pixels.
+static CUtensorMap tensor_map(void* ptr, bool half, int N, int H, int W, int C, int bw, int bh) {
+  CUtensorMap m;
+  const cuuint64_t dims[4] = {cuuint64_t(C), cuuint64_t(W), cuuint64_t(H), cuuint64_t(N)};
+  const cuuint64_t strides[3] = {cuuint64_t(C) * 2, cuuint64_t(W) * C * 2, cuuint64_t(H) * W * C * 2};
+  const cuuint32_t box[4] = {8, cuuint32_t(bw), cuuint32_t(bh), 1}, es[4] = {1, 1, 1, 1};
+  const CUresult r = encoder()(&m, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr,
+                               dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled failed (%d): box %d x %d\n", int(r), bw, bh);
+    exit(1);
+  }
+  return m;
+}
+
+template <bool HALF, int K>
+static void launch(const Params& p, const Maps& maps, dim3 grid, int smem) {
+  auto kern = mma_gather_kernel<HALF, K>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kern<<<grid, kThreads, smem>>>(p, maps);
+}
+
+template <bool HALF>
+static void launch_k(const Params& p, const Maps& maps, dim3 grid, int K, int smem) {
+  switch (K) {
+    case 7: launch<HALF, 7>(p, maps, grid, smem); break;
+    case 15: launch<HALF, 15>(p, maps, grid, smem); break;
+    case 31: launch<HALF, 31>(p, maps, grid, smem); break;
+    case 32: launch<HALF, 32>(p, maps, grid, smem); break;
+    case 16: launch<HALF, 16>(p, maps, grid, smem); break;
+    default: fprintf(stderr, "K=%d not instantiated\n", K); exit(2);
+  }
+}
+
+// Runs one case: check (against the direct kernel, and on small cases a float64 host sum) or time.
+static int run(const Case& cs, bool check, int reps) {
+  const int N = cs.N, C = cs.C, H = cs.H, W = cs.W, K = cs.K + (cs.residual ? 1 : 0);
+  const int64_t elems = int64_t(N) * H * W * C;
+  std::mt19937 rng(1234 + C + H + K);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint16_t> hx(elems), hw(int64_t(C) * K);
+  std::vector<float> hb(C);
+  for (auto& v : hx) v = f2h(nd(rng), cs.half);
+  for (int64_t e = 0; e < int64_t(hw.size()); ++e) {
+    hw[e] = f2h(cs.residual && e % K == K - 1 ? 1.0f : nd(rng) / K, cs.half);
+  }
+  for (auto& v : hb) v = nd(rng) * 0.1f;
+  const int ncb = C / kCB;
+  std::vector<int2> taps(int64_t(ncb) * K);
+  std::vector<Plan> plans(ncb);
+  std::vector<Plan> shapes;  // distinct plans: one map each
+  int smem = 0, grid_x = 0;
+  for (int cb = 0; cb < ncb; ++cb) {
+    const float a = cs.angle < 0 ? float((cb * kCB) / (C / 8)) * float(M_PI / 8) : float(cs.angle * M_PI / 180);
+    trunc_taps(a, cs.K, &taps[int64_t(cb) * K]);
+    if (cs.residual) taps[int64_t(cb) * K + K - 1] = make_int2(0, 0);
+    int ph = 0, pw = 0;
+    for (int t = 0; t < K; ++t) {
+      ph = std::max(ph, std::abs(taps[int64_t(cb) * K + t].x));
+      pw = std::max(pw, std::abs(taps[int64_t(cb) * K + t].y));
+    }
+    Plan pl = make_plan(ph, pw, H, W);
+    pl.map = -1;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Plan& q = shapes[i];
+      if (q.bh == pl.bh && q.bw == pl.bw && q.th == pl.th && q.tw == pl.tw) pl.map = int(i);
+    }
+    if (pl.map < 0) {
+      pl.map = int(shapes.size());
+      shapes.push_back(pl);
+      if (shapes.size() > size_t(kMaxMaps)) {
+        fprintf(stderr, "more than %d tile shapes\n", kMaxMaps);
+        exit(2);
+      }
+    }
+    plans[cb] = pl;
+    smem = std::max(smem, plan_smem(pl));
+    grid_x = std::max(grid_x, pl.ntiles);
+  }
+  Params p{};
+  p.N = N, p.H = H, p.W = W, p.C = C;
+  int64_t tile_blocks = 0;
+  for (const Plan& pl : plans) tile_blocks += int64_t(pl.ntiles) * N;
+  p.images = cs.images;
+  if (p.images <= 0) {
+    p.images = 1;
+    for (int d = 1; d <= 8; ++d) {
+      if (N % d == 0 && tile_blocks / d >= 132 * 3 * 4) p.images = d;
+    }
+  }
+  uint16_t *dx, *dw, *dy, *dref;
+  float* db;
+  int2* dtaps;
+  Plan* dplans;
+  CK(cudaMalloc(&dx, elems * 2));
+  CK(cudaMalloc(&dy, elems * 2));
+  CK(cudaMalloc(&dref, elems * 2));
+  CK(cudaMalloc(&dw, hw.size() * 2));
+  CK(cudaMalloc(&db, C * 4));
+  CK(cudaMalloc(&dtaps, taps.size() * sizeof(int2)));
+  CK(cudaMalloc(&dplans, plans.size() * sizeof(Plan)));
+  CK(cudaMemcpy(dx, hx.data(), elems * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb.data(), C * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dtaps, taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dplans, plans.data(), plans.size() * sizeof(Plan), cudaMemcpyHostToDevice));
+  p.x = dx, p.w = dw, p.bias = db, p.y = dy, p.taps = dtaps, p.plans = dplans;
+  Maps maps{};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    maps.x[i] = tensor_map(dx, cs.half, N, H, W, C, shapes[i].bw, shapes[i].bh);
+    maps.y[i] = tensor_map(dy, cs.half, N, H, W, C, shapes[i].tw, shapes[i].th);
+  }
+  const dim3 grid(grid_x, ncb, (N + p.images - 1) / p.images);
+  auto go = [&] {
+    if (cs.half) {
+      launch_k<true>(p, maps, grid, K, smem);
+    } else {
+      launch_k<false>(p, maps, grid, K, smem);
+    }
+  };
+  int bad = 0;
+  char name[64];
+  if (cs.angle < 0) {
+    snprintf(name, sizeof(name), "mixed8");
+  } else {
+    snprintf(name, sizeof(name), "%g deg", cs.angle);
+  }
+  if (check) {
+    CK(cudaMemset(dy, 0xff, elems * 2));
+    go();
+    CK(cudaGetLastError());
+    Params q = p;
+    q.y = dref;
+    const int64_t blocks = (elems + 255) / 256;
+    if (cs.half) {
+      direct_kernel<true><<<blocks, 256>>>(q, K);
+    } else {
+      direct_kernel<false><<<blocks, 256>>>(q, K);
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<uint16_t> y(elems), ref(elems);
+    CK(cudaMemcpy(y.data(), dy, elems * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ref.data(), dref, elems * 2, cudaMemcpyDeviceToHost));
+    // Both round float32 sums of exact products: they may differ by one unit in the last place.
+    int64_t over1 = 0, diff1 = 0;
+    double max64 = 0;
+    for (int64_t e = 0; e < elems; ++e) {
+      const float a = h2f(y[e], cs.half), b = h2f(ref[e], cs.half);
+      const int d = std::abs(int(y[e] & 0x7fffu) - int(ref[e] & 0x7fffu));  // units apart, same sign
+      if (!std::isfinite(a) || (std::signbit(a) != std::signbit(b) ? a != b : d > 1)) {
+        ++over1;
+      } else if (a != b) {
+        ++diff1;
+      }
+    }
+    // A float64 sum at a sample of outputs: |y - exact| within one unit of y plus float32's error.
+    for (int s = 0; s < 4000; ++s) {
+      const int64_t e = int64_t(rng() % uint32_t(elems));
+      const int c = e % C;
+      const int64_t pix = e / C;
+      const int w = pix % W, h = (pix / W) % H, n = pix / (int64_t(W) * H);
+      double acc = hb[c], mag = std::abs(hb[c]);
+      for (int t = 0; t < K; ++t) {
+        const int2 o = taps[int64_t(c / kCB) * K + t];
+        const int hh = h + o.x, ww = w + o.y;
+        if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
+        const double v = double(h2f(hw[int64_t(c) * K + t], cs.half)) *
+                         double(h2f(hx[((int64_t(n) * H + hh) * W + ww) * C + c], cs.half));
+        acc += v;
+        mag += std::abs(v);
+      }
+      const double a = h2f(y[e], cs.half);
+      const double ulp = std::max(std::abs(acc), 1e-30) * (cs.half ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7));
+      max64 = std::max(max64, std::abs(a - acc) / (ulp + mag * 64 * std::ldexp(1.0, -24)));
+    }
+    bad = over1 > 0 || max64 > 1.0;
+    printf("check %s %s N=%d C=%d %dx%d K=%d%s images=%d: %lld outputs more than one unit from the direct kernel, %lld one "
+           "unit; float64 sample error %.3f of the bound: %s\n",
+           cs.half ? "fp16" : "bf16", name, N, C, H, W, cs.K, cs.residual ? "+res" : "", p.images, (long long)over1, (long long)diff1, max64,
+           bad ? "FAIL" : "ok");
+  } else {
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    for (int i = 0; i < 5; ++i) go();
+    CK(cudaEventRecord(t0));
+    for (int i = 0; i < reps; ++i) go();
+    CK(cudaEventRecord(t1));
+    CK(cudaEventSynchronize(t1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    ms /= reps;
+    // Copy bandwidth: a device-to-device copy of x.
+    for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(dref, dx, elems * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(t0));
+    for (int i = 0; i < reps; ++i) CK(cudaMemcpyAsync(dref, dx, elems * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(t1));
+    CK(cudaEventSynchronize(t1));
+    float cms;
+    CK(cudaEventElapsedTime(&cms, t0, t1));
+    cms /= reps;
+    CK(cudaGetLastError());
+    const double bytes = 2.0 * elems * 2;
+    std::string tiles;
+    for (const Plan& q : shapes) {
+      tiles += (tiles.empty() ? "" : ", ") + std::to_string(q.th) + "x" + std::to_string(q.tw) + (q.col ? "c" : "r");
+    }
+    printf("| %s | %d | %d | %d%s | %s | %.4f | %.0f | %.0f%% | %d | %s | %d |\n", cs.half ? "float16" : "bfloat16", C, H,
+           cs.K, cs.residual ? "+res" : "", name, ms, bytes / ms / 1e6, 100.0 * cms / ms, smem, tiles.c_str(),
+           p.images);
+  }
+  cudaFree(dx), cudaFree(dy), cudaFree(dref), cudaFree(dw), cudaFree(db), cudaFree(dtaps), cudaFree(dplans);
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "check";
+  int bad = 0;
+  if (what == "check") {
+    for (int half = 0; half < 2; ++half) {
+      bad += run({2, 384, 56, 56, 31, bool(half), -1, true, 2}, true, 0);
+      bad += run({3, 64, 29, 31, 15, bool(half), -1, false, 3}, true, 0);
+      bad += run({2, 128, 13, 9, 31, bool(half), -1, true, 1}, true, 0);
+      bad += run({4, 128, 7, 7, 7, bool(half), -1, false, 2}, true, 0);
+      for (double a : {0.0, 22.5, 45.0, 67.5, 90.0, 135.0, 10.0}) {
+        bad += run({2, 32, 20, 37, 31, bool(half), a, a == 22.5, 2}, true, 0);
+      }
+    }
+  } else {
+    const int N = argc > 2 ? atoi(argv[2]) : 64, C = argc > 3 ? atoi(argv[3]) : 384;
+    const int S = argc > 4 ? atoi(argv[4]) : 56, K = argc > 5 ? atoi(argv[5]) : 31;
+    const int images = argc > 6 ? atoi(argv[6]) : 0;
+    for (int half = 0; half < 2; ++half) {
+      for (double a : {-1.0, 0.0, 22.5, 45.0, 67.5, 90.0}) run({N, C, S, S, K, bool(half), a, true, images}, false, 50);
+    }
+  }
+  printf("%s\n", bad ? "SOME CHECKS FAILED" : "all checks passed");
+  return bad ? 1 : 0;
+}
