@@ -16,8 +16,8 @@
 // The tile is staged once per block by two bulk tensor copies (TMA, cp.async.bulk.tensor, zero outside
 // the image), one plane of 8 channels each, 16 bytes a pixel, so the 8 rows of an ldmatrix block (8
 // neighbouring pixels) hit 32 distinct banks; the outputs go through shared memory and two bulk
-// tensor stores. Neither passes through the load/store unit, whose L1 wavefronts bound a first
-// version (per-pixel cp.async and 4-byte stores: 40% of them). Each direction has its own tiles: rows
+// tensor stores. Neither passes through the load/store unit (a first version's per-pixel cp.async copies
+// were 40% of its shared-memory wavefronts, which bound it). Each direction has its own tiles: rows
 // of the plane for lines nearer the rows (halo mostly left and right), columns otherwise. Lines along
 // an axis (0, 90 degrees) take mma_axis_kernel, which reads each A block once for two products.
 // Shared pieces: .dev_scripts/mma_probe_common.cuh. Results and findings:
