@@ -75,23 +75,17 @@ __global__ void __launch_bounds__(kThreads, 3) mma_gather_kernel(const __grid_co
   int* pix_s = reinterpret_cast<int*>(smem + 2 * xplane + 2 * yplane);
   int* pix_o = pix_s + nblk * 16;
   for (int i = threadIdx.x; i < nblk * 16; i += kThreads) {
-    const int ii = min(i, npix - 1);
     int r, c;
-    if (pl.col) {
-      c = ii / th, r = ii - c * th;
-    } else {
-      r = ii / tw, c = ii - r * tw;
-    }
+    tile_pixel(pl, i, r, c);
     pix_s[i] = ((r + ph) * bw + c + pw) * 16;
     pix_o[i] = (r * tw + c) * 16;
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
   // B in registers: lane (gq, tq) holds B[2tq, 2tq + 1][gq] (tap 2j) and B[2tq + 8, 2tq + 9][gq]
-  // (tap 2j + 1); nonzero only where gq is 2tq or 2tq + 1, the low or high half by gq's parity.
-  const int ch = c0 + 8 * grp + gq;
-  const bool diag = (gq >> 1) == tq;
-  const int shift = 16 * (gq & 1);
+  // (tap 2j + 1), channel gq's weights on the diagonal (DiagB).
+  const uint16_t* wrow = p.w + int64_t(c0 + 8 * grp + gq) * K;  // K: the taps, residual included
+  const DiagB diag_b(lane);
   uint32_t b[KP][2];
   uint32_t blast = 0;
   int off[KP];
@@ -99,13 +93,13 @@ __global__ void __launch_bounds__(kThreads, 3) mma_gather_kernel(const __grid_co
   const int2* taps = p.taps + int64_t(cb) * K;
 #pragma unroll
   for (int j = 0; j < KP; ++j) {
-    b[j][0] = diag ? uint32_t(p.w[int64_t(ch) * K + 2 * j]) << shift : 0u;
-    b[j][1] = diag ? uint32_t(p.w[int64_t(ch) * K + 2 * j + 1]) << shift : 0u;
+    b[j][0] = diag_b(wrow[2 * j]);
+    b[j][1] = diag_b(wrow[2 * j + 1]);
     const int2 t = taps[2 * j + (lane >> 4)];
     off[j] = (t.x * bw + t.y) * 16;
   }
   if constexpr (K % 2 == 1) {
-    blast = diag ? uint32_t(p.w[int64_t(ch) * K + K - 1]) << shift : 0u;
+    blast = diag_b(wrow[K - 1]);
     const int2 t = taps[K - 1];
     offlast = (t.x * bw + t.y) * 16;
   }
@@ -199,16 +193,15 @@ __global__ void __launch_bounds__(kThreads, 3) mma_axis_kernel(const __grid_cons
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
-  const int ch = c0 + 8 * grp + gq;
-  const bool diag = (gq >> 1) == tq;
-  const int shift = 16 * (gq & 1);
+  const uint16_t* wrow = p.w + int64_t(c0 + 8 * grp + gq) * p.wstride;
+  const DiagB diag_b(lane);
   uint32_t b[KP][2];
 #pragma unroll
   for (int j = 0; j < KP; ++j) {
-    b[j][0] = diag ? uint32_t(p.w[int64_t(ch) * p.wstride + 2 * j]) << shift : 0u;
-    b[j][1] = diag ? uint32_t(p.w[int64_t(ch) * p.wstride + 2 * j + 1]) << shift : 0u;
+    b[j][0] = diag_b(wrow[2 * j]);
+    b[j][1] = diag_b(wrow[2 * j + 1]);
   }
-  const uint32_t blast = diag ? uint32_t(p.w[int64_t(ch) * p.wstride + K - 1]) << shift : 0u;
+  const uint32_t blast = diag_b(wrow[K - 1]);
   const float bias[2] = {p.bias[c0 + 8 * grp + 2 * tq], p.bias[c0 + 8 * grp + 2 * tq + 1]};
   // Geometry: a block's first-half pixel m (0-7) at its origin plus m steps along the segment (down a
   // column for axis 1, along a row for axis 2), its second half at that plus u; steps in pixels of the
@@ -387,14 +380,9 @@ static int run(const Case& cs, bool check, int reps) {
   int smem = 0, grid_x = 0;
   bool any_axis = false, any_generic = false;
   for (int cb = 0; cb < ncb; ++cb) {
-    const float a = cs.angle < 0 ? float((cb * kCB) / (C / 8)) * float(M_PI / 8) : float(cs.angle * M_PI / 180);
-    trunc_taps(a, cs.K, &taps[int64_t(cb) * K]);
+    const int2 halo = block_taps(cs.angle, cb, C, cs.K, &taps[int64_t(cb) * K]);
+    const int ph = halo.x, pw = halo.y;
     if (cs.residual) taps[int64_t(cb) * K + K - 1] = make_int2(0, 0);
-    int ph = 0, pw = 0;
-    for (int t = 0; t < K; ++t) {
-      ph = std::max(ph, std::abs(taps[int64_t(cb) * K + t].x));
-      pw = std::max(pw, std::abs(taps[int64_t(cb) * K + t].y));
-    }
     // An axis line: the line's taps one chain o_0 + t u along an axis through the output pixel.
     const int2* o = &taps[int64_t(cb) * K];
     const int du = o[1].x - o[0].x, dv = o[1].y - o[0].y;
@@ -404,19 +392,7 @@ static int run(const Case& cs, bool check, int reps) {
     Plan pl = chain ? make_axis_plan(du == 0 ? 1 : 2, du == 0 ? dv : du, ph, pw, H, W) : make_plan(ph, pw, H, W);
     any_axis = any_axis || chain;
     any_generic = any_generic || !chain;
-    pl.map = -1;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const Plan& q = shapes[i];
-      if (q.bh == pl.bh && q.bw == pl.bw && q.th == pl.th && q.tw == pl.tw) pl.map = int(i);
-    }
-    if (pl.map < 0) {
-      pl.map = int(shapes.size());
-      shapes.push_back(pl);
-      if (shapes.size() > size_t(kMaxMaps)) {
-        fprintf(stderr, "more than %d tile shapes\n", kMaxMaps);
-        exit(2);
-      }
-    }
+    assign_map(pl, shapes);
     plans[cb] = pl;
     smem = std::max(smem, plan_smem(pl));
     grid_x = std::max(grid_x, pl.ntiles);

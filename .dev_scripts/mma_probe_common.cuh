@@ -141,6 +141,26 @@ __device__ __forceinline__ float to_float(uint16_t v) {
   }
 }
 
+// Tile pixel i of plan pl in its order (along rows, or down columns where pl.col), clamped into the tile.
+__device__ __forceinline__ void tile_pixel(const Plan& pl, int i, int& r, int& c) {
+  i = min(i, pl.th * pl.tw - 1);
+  if (pl.col) {
+    c = i / pl.th, r = i - c * pl.th;
+  } else {
+    r = i / pl.tw, c = i - r * pl.tw;
+  }
+}
+
+// A lane's part of a block-diagonal B (8 channels): lane (gq, tq) holds channel gq's value v where gq is
+// 2tq (low half) or 2tq + 1 (high half), else 0.
+struct DiagB {
+  bool diag;
+  int shift;
+  __device__ __forceinline__ explicit DiagB(int lane)
+      : diag(((lane >> 2) >> 1) == (lane & 3)), shift(16 * ((lane >> 2) & 1)) {}
+  __device__ __forceinline__ uint32_t operator()(uint16_t v) const { return diag ? uint32_t(v) << shift : 0u; }
+};
+
 // Host side -----------------------------------------------------------------------------------------
 
 static float h2f(uint16_t v, bool half) {
@@ -264,4 +284,31 @@ static CUtensorMap tensor_map(void* ptr, bool half, int N, int H, int W, int C, 
     exit(1);
   }
   return m;
+}
+
+// The truncated taps of channel block cb (C channels, K taps) into out, angle in degrees or, below 0,
+// the 8 directions in groups of C / 8 channels (the block's first channel's); returns the halo (ph, pw).
+static int2 block_taps(double angle, int cb, int C, int K, int2* out) {
+  const float a = angle < 0 ? float((cb * kCB) / (C / 8)) * float(M_PI / 8) : float(angle * M_PI / 180);
+  trunc_taps(a, K, out);
+  int2 halo = make_int2(0, 0);
+  for (int t = 0; t < K; ++t) halo = make_int2(std::max(halo.x, std::abs(out[t].x)), std::max(halo.y, std::abs(out[t].y)));
+  return halo;
+}
+
+// pl.map: the index of pl's tile shape (box and tile) in shapes, added there if new (one tensor map each).
+static void assign_map(Plan& pl, std::vector<Plan>& shapes) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Plan& q = shapes[i];
+    if (q.bh == pl.bh && q.bw == pl.bw && q.th == pl.th && q.tw == pl.tw) {
+      pl.map = int(i);
+      return;
+    }
+  }
+  if (shapes.size() == size_t(kMaxMaps)) {
+    fprintf(stderr, "more than %d tile shapes\n", kMaxMaps);
+    exit(2);
+  }
+  pl.map = int(shapes.size());
+  shapes.push_back(pl);
 }

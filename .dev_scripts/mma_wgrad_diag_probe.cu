@@ -71,13 +71,8 @@ __global__ void __launch_bounds__(kThreads, 3) mma_wgrad_kernel(const __grid_con
   int* pix_o = pix_s + nblk * 16;
   float* red = reinterpret_cast<float*>(pix_o + nblk * 16);  // [group][warp][K + 1][8]: taps, then db
   for (int i = threadIdx.x; i < nblk * 16; i += kThreads) {
-    const int ii = min(i, npix - 1);
     int r, c;
-    if (pl.col) {
-      c = ii / th, r = ii - c * th;
-    } else {
-      r = ii / tw, c = ii - r * tw;
-    }
+    tile_pixel(pl, i, r, c);
     pix_s[i] = ((r + ph) * bw + c + pw) * 16;
     pix_o[i] = i < npix ? (r * tw + c) * 16 : i * 16;  // past the plane: its zero pixels
     if (i >= npix) {
@@ -213,27 +208,9 @@ static int run(const Case& cs, bool check, int reps) {
   std::vector<Plan> plans(ncb), shapes;
   int smem = 0, max_tiles = 0;
   for (int cb = 0; cb < ncb; ++cb) {
-    const float a = cs.angle < 0 ? float((cb * kCB) / (C / 8)) * float(M_PI / 8) : float(cs.angle * M_PI / 180);
-    trunc_taps(a, K, &taps[int64_t(cb) * K]);
-    int ph = 0, pw = 0;
-    for (int t = 0; t < K; ++t) {
-      ph = std::max(ph, std::abs(taps[int64_t(cb) * K + t].x));
-      pw = std::max(pw, std::abs(taps[int64_t(cb) * K + t].y));
-    }
-    Plan pl = make_plan(ph, pw, H, W);  // the forward probe's tiles
-    pl.map = -1;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const Plan& q = shapes[i];
-      if (q.bh == pl.bh && q.bw == pl.bw && q.th == pl.th && q.tw == pl.tw) pl.map = int(i);
-    }
-    if (pl.map < 0) {
-      pl.map = int(shapes.size());
-      shapes.push_back(pl);
-      if (shapes.size() > size_t(kMaxMaps)) {
-        fprintf(stderr, "more than %d tile shapes\n", kMaxMaps);
-        exit(2);
-      }
-    }
+    const int2 halo = block_taps(cs.angle, cb, C, K, &taps[int64_t(cb) * K]);
+    Plan pl = make_plan(halo.x, halo.y, H, W);  // the forward probe's tiles
+    assign_map(pl, shapes);
     plans[cb] = pl;
     smem = std::max(smem, wgrad_smem(pl, K));
     max_tiles = std::max(max_tiles, pl.ntiles);
