@@ -56,6 +56,11 @@ CASES = [
     (22, 1536, 14, 15, 15, 1, torch.float16, 'channels_last'),  # ... a row below the group for the last pieces
     (22, 1536, 28, 28, 9, 1, torch.bfloat16, 'channels_last'),   # win_gather: groups of images, one buffer
     (2, 40, 21, 19, 63, 1, torch.float32, 'channels_last'),
+    # mma_wgrad: groups of 8 channels straddling two directions, both views, partial last tiles, the
+    # diagonals' blocks to vec_wgrad; with arbitrary angles the blocks of more than two offset lists a
+    # group go to vec_wgrad in the same call.
+    (2, 96, 57, 49, 31, 1, torch.float16, 'channels_last', 'trunc'),
+    (2, 64, 50, 48, 31, 1, torch.bfloat16, 'channels_last', 'trunc', 'arbitrary'),
     (2, 24, 37, 33, 31, 1, torch.float32, 'nchw'),            # seg_gather, seg_wgrad
     (2, 24, 70, 66, 7, 1, torch.bfloat16, 'nchw'),
     (2, 16, 25, 27, 31, 2, torch.float16, 'nchw'),            # general_gather_nchw, general_wgrad_nchw

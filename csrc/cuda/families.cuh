@@ -21,6 +21,9 @@ MMO1D_FAMILY(WinGather, false, false, false, "win_gather", "win_gather_classes")
 MMO1D_FAMILY(VecGather, false, false, false, "vec_gather")
 // NCHW segment windows, stride 1 (seg_gather/).
 MMO1D_FAMILY(SegGather, false, false, false, "seg_gather")
+// Tensor-core weight gradient, float16 and bfloat16 channels_last at stride 1, large planes; the blocks
+// of channels it leaves go to the vector weight gradient (mma_wgrad/).
+MMO1D_FAMILY(MmaWgrad, false, true, false, "mma_wgrad")
 // Channels_last weight gradient at stride 1 and, per parity class, 2 (vec_wgrad/).
 MMO1D_FAMILY(VecWgrad, false, true, false, "vec_wgrad", "vec_wgrad_classes")
 // NCHW weight gradient, stride 1 (seg_wgrad/).
@@ -49,8 +52,8 @@ struct FamilyList {
   static constexpr int kSize = sizeof...(F);
 };
 
-using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, VecWgrad, SegWgrad, InterpWin, InterpSeg,
-                            InterpVec, Interp, General>;
+using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, MmaWgrad, VecWgrad, SegWgrad, InterpWin,
+                            InterpSeg, InterpVec, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -112,6 +112,6 @@ def test_path_names_start_with_their_family_word():
     # Every former name maps to a path of the compiled list, and none of them is still returned.
     assert set(PATH_ALIASES.values()) <= set(paths)
     assert not set(PATH_ALIASES) & set(paths)
-    words = ('s2_gather', 'win_gather', 'vec_gather', 'seg_gather', 'vec_wgrad', 'seg_wgrad', 'interp_win',
-             'interp_seg', 'interp_vec', 'interp', 'general')
+    words = ('s2_gather', 'win_gather', 'vec_gather', 'seg_gather', 'mma_wgrad', 'vec_wgrad', 'seg_wgrad',
+             'interp_win', 'interp_seg', 'interp_vec', 'interp', 'general')
     assert all(any(p == w or p.startswith(w + '_') for w in words) for p in paths)

@@ -75,6 +75,17 @@ constexpr int kVecWgradSkipPoints = 256;
 // 0.82-0.84x at K=31 but 1.06x at K=15, 28 x 28 at K=15 1.16x: larger planes only in slices of 32.
 constexpr int kVecWgradAcrossPoints[] = {8, 16, 32};
 constexpr int kVecWgradAcrossPixels = 256;
+// The tensor-core weight gradient (mma_wgrad/): planes of at least kMmaWgradMinPixels pixels, blocks whose
+// halo across their lines is at most kMmaWgradMaxAcross of K/2 (lines up to 22.5 degrees off an axis; the
+// diagonals' square halo stays with the vector kernel), K up to kMmaWgradMaxK (a box of 64 + 2 K/2
+// pixels), tiles sized for kMmaWgradBlocksPerSM blocks per SM. H200, bf16 and fp16, K=31, against the
+// vector kernel: 56 x 56 (C=384) 0.73-0.76x at 0 and 90 degrees, 0.86-0.88x at 22.5 and 67.5, 0.93-0.94x
+// in the 8 directions; the diagonals taken too, 1.65x at 45 degrees; 28 x 28 (C=768) 0.89-0.92x at 0 and
+// 90 degrees but 1.23-1.28x at 22.5 and 67.5 and in the 8 directions.
+constexpr int kMmaWgradMinPixels = 48 * 48;
+constexpr float kMmaWgradMaxAcross = 0.5f;
+constexpr int kMmaWgradMaxK = 63;
+constexpr int kMmaWgradBlocksPerSM = 2;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 // Window gathers on planes that one block covers: up to this many images per block, so that the
 // plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).

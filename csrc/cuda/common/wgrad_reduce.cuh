@@ -18,11 +18,14 @@ struct WgradReduceParams {
   scalar_t* dw;           // (C, K)
   const float* bpartial;  // (C, parts) the bias gradient's partial sums, or null
   scalar_t* db;           // (C)
+  const int* skip;        // per block of skip_block channels, or null: 1 where another kernel writes dw and db
+  int skip_block;
 };
 
 // dw[c, t] = sum over parts of partial[c][part][point(t)], in a fixed order. With parity classes
 // (tables of classes * C entries), the tap's point is in the one class whose map has it. With
-// bpartial (C x parts bias-gradient partial sums), threads C * K + c also write db[c].
+// bpartial (C x parts bias-gradient partial sums), threads C * K + c also write db[c]. Channels whose
+// block is marked in skip are left out.
 template <typename scalar_t, typename acc_t>
 __global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> params) {
   const int C = params.C, K = params.K, parts = params.parts, classes = params.classes;
@@ -35,6 +38,7 @@ __global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> par
   if (e >= int64_t(C) * K) {
     const int64_t c = e - int64_t(C) * K;
     if (bpartial == nullptr || c >= C) return;
+    if (params.skip != nullptr && params.skip[c / params.skip_block]) return;
     const float* bp = bpartial + c * parts;
     float v = 0.0f;
     for (int u = 0; u < parts; ++u) v += bp[u];
@@ -42,6 +46,7 @@ __global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> par
     return;
   }
   int64_t entry = e / K;  // cls * C + c
+  if (params.skip != nullptr && params.skip[entry / params.skip_block]) return;
   int j = tap_pt[e];
   for (int cls = 1; j < 0 && cls < classes; ++cls) {
     entry += C;
@@ -55,10 +60,12 @@ __global__ void wgrad_reduce_kernel(const WgradReduceParams<scalar_t, acc_t> par
 
 // The second pass of every weight gradient: dw from the partial sums (classes: parity classes of
 // the tables, 1 or 4) and, when the kernel summed them, db from the bias gradient's partial sums
-// (bpartial: C x parts floats; db: C values in dw's dtype).
+// (bpartial: C x parts floats; db: C values in dw's dtype). skip (per block of skip_block channels, on
+// the device; stride 1 only), when not null: the channels another kernel writes, left out.
 template <typename scalar_t, typename acc_t>
 void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tensor& dw, int C, int K, int parts,
-                         int classes, const at::Tensor* bpartial = nullptr, at::Tensor* db = nullptr) {
+                         int classes, const at::Tensor* bpartial = nullptr, at::Tensor* db = nullptr,
+                         const int* skip = nullptr, int skip_block = 1) {
   auto kernel = wgrad_reduce_kernel<scalar_t, acc_t>;
   const bool with_bias = bpartial != nullptr && db != nullptr;
   const LaunchShape s{ceil_div(int64_t(C) * K + (with_bias ? C : 0), 256), 1, 256, 0};
@@ -70,7 +77,9 @@ void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tenso
                                                   .tap_pt = tap_pt,
                                                   .dw = dw.data_ptr<scalar_t>(),
                                                   .bpartial = with_bias ? bpartial->data_ptr<float>() : nullptr,
-                                                  .db = with_bias ? db->data_ptr<scalar_t>() : nullptr};
+                                                  .db = with_bias ? db->data_ptr<scalar_t>() : nullptr,
+                                                  .skip = skip,
+                                                  .skip_block = skip_block};
   launch_planned(kernel, s, "weight-gradient reduction", params);
 }
 

@@ -149,7 +149,7 @@ bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int poi
 
 template <typename scalar_t>
 at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
-                                     const PointTableView<float>& tables, at::Tensor* bpartial) {
+                                     const PointTableView<float>& tables, at::Tensor* bpartial, const int* skip) {
   const FastGeometry& g = plan.fg;
   const int classes = plan.classes;
   at::Tensor partial = at::empty({int64_t(classes) * g.C * plan.parts * g.K}, x.options().dtype(at::kFloat));
@@ -166,7 +166,8 @@ at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, cons
                                         .vec_ok = vec_ok,
                                         .tile_bytes = static_cast<int>(plan.tile),
                                         .pcap = plan.points,
-                                        .groups = plan.groups};
+                                        .groups = plan.groups,
+                                        .skip = skip};
   launch_planned(kernel, plan.launch, "channels_last weight-gradient", params);
   return partial;
 }
@@ -195,7 +196,7 @@ void VecWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
 #define MMO1D_INSTANTIATE_VEC_WGRAD(T)                                                                \
   template bool plan_vec_wgrad<T>(const Problem&, int, int, int, int, Plan*, bool);                   \
   template at::Tensor launch_vec_wgrad_partials<T>(const Plan&, const at::Tensor&, const at::Tensor&, \
-                                                   const PointTableView<float>&, at::Tensor*);
+                                                   const PointTableView<float>&, at::Tensor*, const int*);
 MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_VEC_WGRAD)
 #undef MMO1D_INSTANTIATE_VEC_WGRAD
 

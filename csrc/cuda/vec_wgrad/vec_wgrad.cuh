@@ -21,10 +21,13 @@ template <typename scalar_t>
 bool plan_vec_wgrad(const Problem& p, int rows, int halo_k, int classes, int points, Plan* plan, bool across = false);
 
 // The partial sums (classes x C, plan.parts, plan.fg.K) floats of dy * x at each point; with
-// bpartial (C x plan.parts floats, allocated here) also those of dy, the bias gradient's.
+// bpartial (C x plan.parts floats, allocated here) also those of dy, the bias gradient's. skip (one int
+// per block of channels, on the device), when not null: the blocks whose sums another kernel gives,
+// left out (their partial sums are not written).
 template <typename scalar_t>
 at::Tensor launch_vec_wgrad_partials(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
-                                     const PointTableView<float>& tables, at::Tensor* bpartial);
+                                     const PointTableView<float>& tables, at::Tensor* bpartial,
+                                     const int* skip = nullptr);
 
 }  // namespace cuda
 }  // namespace mmo1d

@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(kFastThreads, 3) vec_wgrad_across_kernel(const
   const FastGeometry g = params.g;
   const int H = g.H, W = g.W, nmax = g.TH * g.TW;  // the layout's outputs: the largest tile's
   const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  if (params.skip != nullptr && params.skip[part.c]) return;
   const auto [p0, q0, th, tw] = output_tile(g, part.tile);
   const int nout = th * tw;
   const int j0 = blockIdx.y * PCAP;

@@ -20,6 +20,7 @@ struct VecWgradParams {
   int tile_bytes;
   int pcap;
   int groups;
+  const int* skip;  // per block of CB channels, or null: 1 where another family sums the block
 };
 
 // Weight-gradient partial sums, NHWC fast path: per tap, each thread sums dy * x over its outputs,
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(kFastThreads, OUTPUTS > kVecRLarge ? kVecWgrad
   constexpr int CB = VecTraits<scalar_t>::kCB, V = VecTraits<scalar_t>::kV;
   extern __shared__ __align__(16) unsigned char smem[];
   const WgradPart part = wgrad_part(g.tiles, params.io.N, params.io.chunk);
+  if (params.skip != nullptr && params.skip[part.c]) return;
   const int cls = P == 1 ? 0 : blockIdx.y;
   const int j0 = P == 1 ? blockIdx.y * pcap : 0;  // the block's first point
   const int pa = cls >> 1, pb = cls & 1;

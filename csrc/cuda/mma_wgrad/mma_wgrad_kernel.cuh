@@ -1,0 +1,269 @@
+// The tensor-core weight gradient of the channels_last 16-bit oriented convolution at stride 1, and the
+// reduction of its partial sums.
+//
+// dw(c, j) = sum_p dy(p, c) x(p + o_j, c) over the outputs p, for each distinct point o_j of channel
+// c's line. For 16 outputs p_k, a group of 8 channels and two points j, j',
+//   D[(i, c)][n] = sum_k A[(i, c)][k] B[k][n],   A[(i, c)][k] = x(p_k + o_i, c),   B[k][n] = dy(p_k, n)
+// is one mma.m16n8k16 with float32 sums, whose diagonal c = n holds the wanted sums; the other entries
+// pair one channel's x with another's dy and are dropped, so no channel's value (a NaN included)
+// reaches another channel's sums. A is read from the staged x tile by `ldmatrix.trans` of 16-byte pixel
+// pieces at the point's offset, B from the staged dy tile once per 16 outputs for all points; the bias
+// gradient is one more product with A all ones.
+#pragma once
+
+#include "../common/tables.cuh"
+#include "mma_ptx.cuh"
+#include "mma_wgrad_tiles.cuh"
+
+namespace mmo1d {
+namespace cuda {
+
+// The bulk tensor copies' views of x and dy (N, H, W, C) channels_last: per view a line of a tile's box.
+struct MmaWgradMaps {
+  CUtensorMap x[2];   // boxes of 8 channels x one line of view.bw pixels (a row, or a column)
+  CUtensorMap dy[2];  // boxes of 8 channels x one line of view.tv pixels
+};
+
+// The arguments of mma_wgrad_kernel, built by its launcher.
+struct MmaWgradParams {
+  PointWgradTables tables;
+  const MmaWgradBlock* blocks;  // C / 16, from mma_wgrad_blocks_kernel
+  float* partial;               // (C, K, N * max_tiles): a tile's sums at its points
+  float* bpartial;              // (C, N * max_tiles), or null: the bias gradient's
+  MmaWgradView view[2];
+  int N, C, K;
+  int max_tiles;   // the most tiles any block may have (mma_wgrad_blocks_kernel's bound)
+  int grid_tiles;  // blocks a (image, 16 channels): block b takes tiles b, b + grid_tiles, ...
+};
+
+// What a warp's pass over its blocks of 16 outputs reads: the x and dy planes of its group (shared
+// addresses), the pixel tables, and its lane's ldmatrix rows.
+struct MmaPass {
+  uint32_t xg, dg;
+  const int* pix_s;
+  const int* pix_o;
+  int apix, brow, first, nblk;
+};
+
+// R pairs of points (the lane's byte offsets off) over the warp's blocks of 16 outputs, first, first + 4,
+// ...: per block dy's B fragment once, then R products into acc; BIAS: one more with A all ones (the
+// bias gradient's sums of dy) into accb. A compile-time R keeps the products free of branches, so that
+// each block's loads issue ahead of its products.
+template <bool HALF, int R, bool BIAS>
+__device__ __forceinline__ void mma_pass(const MmaPass& m, const int* off, float (&acc)[kMmaPassPairs][4],
+                                         float (&accb)[4]) {
+#if MMO1D_MMA_ARCH
+  constexpr uint32_t kOne = HALF ? 0x3c003c00u : 0x3f803f80u;
+  constexpr uint32_t kOnes[4] = {kOne, kOne, kOne, kOne};
+  int o[R];
+#pragma unroll
+  for (int jj = 0; jj < R; ++jj) o[jj] = off[jj];
+  for (int blk = m.first; blk < m.nblk; blk += 4) {
+    uint32_t b0, b1;
+    ldsm_x2_trans(b0, b1, m.dg + m.pix_o[blk * 16 + m.brow]);
+    const uint32_t xa = m.xg + m.pix_s[blk * 16 + m.apix];
+#pragma unroll
+    for (int jj = 0; jj < R; ++jj) {
+      uint32_t f[4];
+      ldsm_x4_trans(f, xa + o[jj]);
+      mma_16816<HALF>(acc[jj], f, b0, b1);
+    }
+    if constexpr (BIAS) mma_16816<HALF>(accb, kOnes, b0, b1);
+  }
+#endif
+}
+
+// mma_pass for r (1 to kMmaPassPairs) pairs, chosen at run time.
+template <bool HALF, bool BIAS, int R = kMmaPassPairs>
+__device__ __forceinline__ void mma_pass_of(int r, const MmaPass& m, const int* off, float (&acc)[kMmaPassPairs][4],
+                                            float (&accb)[4]) {
+  if constexpr (R > 1) {
+    if (r < R) return mma_pass_of<HALF, BIAS, R - 1>(r, m, off, acc, accb);
+  }
+  mma_pass<HALF, R, BIAS>(m, off, acc, accb);
+}
+
+// One block: image blockIdx.x / grid_tiles, channels [16 blockIdx.y, + 16), its tiles blockIdx.x %
+// grid_tiles, + grid_tiles, ... of its view, one after the other. First the groups' offset lists into
+// shared memory (byte offsets in the x tile; a group holds one list, or two where it straddles two
+// angles). Per tile, warp 0 issues the copies (a line each: x's nu + 2 ph lines and dy's nu, both
+// groups of 8 channels) while every thread writes the pixel tables. Warps 4g to 4g + 3 take group g:
+// each every fourth block of 16 outputs, for each list its points in passes of up to 8 pairs held in
+// registers; each pass's diagonal goes to the warp's row of sums. Then the 4 warps' rows are added in
+// order into partial[c][point][part], part = n * max_tiles + tile.
+template <bool HALF>
+__global__ void __launch_bounds__(kMmaWarps * 32, 2)
+    mma_wgrad_kernel(const __grid_constant__ MmaWgradParams p, const __grid_constant__ MmaWgradMaps maps) {
+#if MMO1D_MMA_ARCH
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int G = p.grid_tiles, n = blockIdx.x / G, cb = blockIdx.y;
+  const MmaWgradBlock b = p.blocks[cb];
+  if (int(blockIdx.x) - n * G >= b.tiles) return;
+  const int o = b.col, K = p.K, KH = K / 2, ph = b.ph, tu = b.tu;
+  const MmaWgradView v = p.view[o];
+  const int bw = v.bw, tv = v.tv;
+  const int xplane = mma_x_plane_bytes(tu, ph, bw), dplane = mma_dy_plane_bytes(tu, tv);
+  const int slots = mma_pixel_slots(tu, tv);
+  int* pix_s = reinterpret_cast<int*>(smem + 2 * xplane + 2 * dplane);  // x tile byte offset of output i
+  int* pix_o = pix_s + slots;                                           // dy tile byte offset of output i
+  float* red = reinterpret_cast<float*>(pix_o + slots);                 // [warp][K + 1][8]
+  int* lists = reinterpret_cast<int*>(red + kMmaWarps * (K + 1) * 8);   // [group][list][kMmaMaxPoints]
+  int* npts = lists + 2 * kMmaMaxLists * kMmaMaxPoints;                 // [group][list]
+  uint64_t* mbar_p = reinterpret_cast<uint64_t*>(npts + 2 * kMmaMaxLists);
+  const uint32_t s0 = smem_addr(smem), mbar = smem_addr(mbar_p);
+  const int c0 = cb * kMmaCB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int grp = warp >> 2, wq = warp & 3, gq = lane >> 2, tq = lane & 3;
+  // Lane (gq, tq) with gq / 2 == tq holds channel gq's sums: point 2j in acc[.][gq % 2], 2j + 1 in
+  // acc[.][2 + gq % 2].
+  const bool diag = (gq >> 1) == tq, odd = gq & 1;
+  float* row = red + warp * (K + 1) * 8;
+  const int64_t parts = int64_t(p.N) * p.max_tiles;
+  if (threadIdx.x == 0) mbar_init(mbar);
+  if (threadIdx.x < 2) {  // each dy plane's zero pixel, past its tile
+    *reinterpret_cast<uint4*>(smem + 2 * xplane + threadIdx.x * dplane + tu * tv * 16) = make_uint4(0, 0, 0, 0);
+  }
+  // The lists: entry (g, l, j) of the l-th list of group g (its first channel c's points j, the last
+  // repeated up to kMmaMaxPoints) as a byte offset in the x tile's view.
+  for (int i = threadIdx.x; i < 2 * kMmaMaxLists * kMmaMaxPoints; i += blockDim.x) {
+    const int g = i / (kMmaMaxLists * kMmaMaxPoints), l = (i / kMmaMaxPoints) % kMmaMaxLists, j = i % kMmaMaxPoints;
+    int s = (b.starts >> (8 * g)) & 0xff;
+    for (int k = 0; k < l && s != 0; ++k) s &= s - 1;  // drop the first l list starts
+    if (s == 0) continue;
+    const int c = c0 + 8 * g + __ffs(s) - 1, P = p.tables.npts[c];
+    const int2 d = p.tables.off[int64_t(c) * K + min(j, P - 1)];
+    lists[i] = ((o ? d.y : d.x) * bw + (o ? d.x : d.y)) * 16;
+    if (j == 0) npts[g * kMmaMaxLists + l] = P;
+  }
+  __syncthreads();
+  MmaPass m{s0 + grp * xplane, s0 + 2 * xplane + grp * dplane, pix_s, pix_o,
+            8 * ((lane >> 4) & 1) + (lane & 7), lane & 15, wq, 0};
+  // ldmatrix rows: lane l gives matrix l / 8's row l % 8, pixel 8 ((l / 16) % 2) + l % 8 of the block of
+  // 16 at point 2j + (l / 8) % 2.
+  const int sel = (lane >> 3) & 1;
+  for (int tile = int(blockIdx.x) - n * G, it = 0; tile < b.tiles; tile += G, ++it) {
+    const int ti = tile / v.tiles_v, u0 = ti * tu, v0 = (tile - ti * v.tiles_v) * tv;
+    const int nu = min(tu, v.lines - u0), nv = min(tv, v.along - v0);  // the tile's outputs in the plane
+    const int npix = nu * nv, xlines = nu + 2 * ph;
+    m.nblk = (npix + 15) / 16;
+    if (warp == 0) {
+      if (lane == 0) mbar_arrive_expect(mbar, uint32_t(2 * xlines * bw * 16 + 2 * nu * tv * 16));
+      __syncwarp();
+      // Copy i: x's lines (group, line), then dy's. A line at u across is a row (view 0: coordinates
+      // (along, u)) or a column (view 1: (u, along)).
+      for (int i = lane; i < 2 * (xlines + nu); i += 32) {
+        const bool is_x = i < 2 * xlines;
+        const int k = is_x ? i : i - 2 * xlines, lines = is_x ? xlines : nu, g = k / lines, line = k - g * lines;
+        const int u = is_x ? u0 - ph + line : u0 + line, a = is_x ? v0 - KH : v0;
+        const uint32_t dst = is_x ? s0 + g * xplane + line * bw * 16 : s0 + 2 * xplane + g * dplane + line * tv * 16;
+        tma_load_4d(dst, is_x ? &maps.x[o] : &maps.dy[o], c0 + 8 * g, o ? u : a, o ? a : u, n, mbar);
+      }
+    }
+    // Output i of the tile (line r, position q in the view); the pad of the last block of 16 reads the
+    // last output's x and the zero dy pixel (its products add zeros).
+    for (int i = threadIdx.x; i < m.nblk * 16; i += blockDim.x) {
+      const int e = min(i, npix - 1), r = e / nv, q = e - r * nv;
+      pix_s[i] = ((r + ph) * bw + q + KH) * 16;
+      pix_o[i] = i < npix ? (r * tv + q) * 16 : tu * tv * 16;
+    }
+    float accb[4] = {0.f, 0.f, 0.f, 0.f};
+    __syncthreads();  // the pixel tables
+    mbar_wait(mbar, it & 1);
+    int s = (b.starts >> (8 * grp)) & 0xff;
+    for (int l = 0; s != 0; ++l) {  // the group's lists: channels [a, e) share channel a's points
+      const int a = __ffs(s) - 1;
+      s &= s - 1;
+      const int e = s != 0 ? __ffs(s) - 1 : 8;
+      const int P = npts[grp * kMmaMaxLists + l], pairs = (P + 1) / 2;
+      const int* lo = lists + (grp * kMmaMaxLists + l) * kMmaMaxPoints + sel;
+      const bool mine = diag && gq >= a && gq < e;
+      for (int j0 = 0; j0 < pairs; j0 += kMmaPassPairs) {
+        int off[kMmaPassPairs];
+#pragma unroll
+        for (int jj = 0; jj < kMmaPassPairs; ++jj) off[jj] = lo[min(2 * (j0 + jj), kMmaMaxPoints - 2)];
+        float acc[kMmaPassPairs][4];
+#pragma unroll
+        for (int jj = 0; jj < kMmaPassPairs; ++jj) acc[jj][0] = acc[jj][1] = acc[jj][2] = acc[jj][3] = 0.f;
+        const int r = min(pairs - j0, kMmaPassPairs);
+        if (l == 0 && j0 == 0) {
+          mma_pass_of<HALF, true>(r, m, off, acc, accb);
+        } else {
+          mma_pass_of<HALF, false>(r, m, off, acc, accb);
+        }
+        if (mine) {
+#pragma unroll
+          for (int jj = 0; jj < kMmaPassPairs; ++jj) {
+            const int j = 2 * (j0 + jj);
+            if (j < P) row[j * 8 + gq] = odd ? acc[jj][1] : acc[jj][0];
+            if (j + 1 < P) row[(j + 1) * 8 + gq] = odd ? acc[jj][3] : acc[jj][2];
+          }
+        }
+      }
+    }
+    if (gq == 0) {  // the bias: every row of accb holds the column sums
+      row[K * 8 + 2 * tq] = accb[0];
+      row[K * 8 + 2 * tq + 1] = accb[1];
+    }
+    __syncthreads();  // the rows of sums; every read of this tile's planes done
+    const int64_t part = int64_t(n) * p.max_tiles + tile;
+    for (int i = threadIdx.x; i < kMmaCB * (K + 1); i += blockDim.x) {
+      const int cl = i / (K + 1), t = i - cl * (K + 1), g = cl >> 3, k = cl & 7, c = c0 + cl;
+      const bool is_bias = t == K;
+      if (is_bias ? p.bpartial == nullptr : t >= p.tables.npts[c]) continue;
+      float sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) sum += red[((4 * g + w) * (K + 1) + t) * 8 + k];
+      if (is_bias) {
+        p.bpartial[int64_t(c) * parts + part] = sum;
+      } else {
+        p.partial[(int64_t(c) * K + t) * parts + part] = sum;
+      }
+    }
+    __syncthreads();  // the rows read before the next tile's sums
+  }
+#endif  // MMO1D_MMA_ARCH
+}
+
+// The arguments of mma_wgrad_reduce_kernel.
+template <typename scalar_t>
+struct MmaWgradReduceParams {
+  const MmaWgradBlock* blocks;
+  const float* partial;   // as MmaWgradParams
+  const float* bpartial;  // or null
+  const int* tap_pt;      // (C, K): each tap's point
+  scalar_t* dw;           // (C, K)
+  scalar_t* db;           // (C), or null
+  int N, C, K, max_tiles;
+};
+
+// dw[c, t] (entries c K + t) and db[c] (entries C K + c) of the channels whose block this family took,
+// a warp an entry: lane l adds the parts l, l + 32, ... (images, then tiles) in order, then the lanes'
+// sums by a fixed tree of shuffles.
+template <typename scalar_t>
+__global__ void mma_wgrad_reduce_kernel(const MmaWgradReduceParams<scalar_t> p) {
+  const int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31, K = p.K, T = p.max_tiles;
+  const int64_t CK = int64_t(p.C) * K;
+  const bool is_bias = e >= CK;
+  if (e >= CK + (p.db != nullptr ? p.C : 0)) return;
+  const int c = is_bias ? int(e - CK) : int(e / K);
+  const int tiles = p.blocks[c / kMmaCB].tiles;
+  if (tiles == 0) return;
+  const int64_t parts = int64_t(p.N) * T;
+  const float* src = is_bias ? p.bpartial + int64_t(c) * parts : p.partial + (int64_t(c) * K + p.tap_pt[e]) * parts;
+  float s = 0.f;
+  for (int64_t u = lane; u < int64_t(p.N) * tiles; u += 32) {
+    const int64_t img = u / tiles;
+    s += src[img * T + (u - img * tiles)];
+  }
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+  if (lane != 0) return;
+  if (is_bias) {
+    p.db[c] = static_cast<scalar_t>(s);
+  } else {
+    p.dw[e] = static_cast<scalar_t>(s);
+  }
+}
+
+}  // namespace cuda
+}  // namespace mmo1d
