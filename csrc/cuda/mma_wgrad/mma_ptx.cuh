@@ -1,14 +1,22 @@
 // The instructions of the tensor-core weight gradient that CUDA C++ does not name: bulk tensor copies
 // into shared memory that complete on an mbarrier (sm_90), ldmatrix and the 16 x 8 x 16 product of
 // 16-bit operands with float32 sums. Defined for sm_90 and later only (MMO1D_MMA_ARCH); the kernels
-// that use them compile to nothing below, and their plan refuses a build without sm_90 code.
+// that use them compile to nothing below, and their plan refuses a build without sm_90 code. Tensor
+// maps and bulk tensor copies need a CUDA 12 toolkit (MMO1D_MMA_TOOLKIT): built with CUDA 11, the
+// family's plan declines every call.
 #pragma once
-
-#include <cuda.h>  // CUtensorMap
 
 #include <cstdint>
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifndef MMO1D_MMA_TOOLKIT
+#define MMO1D_MMA_TOOLKIT (__CUDACC_VER_MAJOR__ >= 12)
+#endif
+
+#if MMO1D_MMA_TOOLKIT
+#include <cuda.h>  // CUtensorMap
+#endif
+
+#if MMO1D_MMA_TOOLKIT && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define MMO1D_MMA_ARCH 1
 #else
 #define MMO1D_MMA_ARCH 0

@@ -3,7 +3,6 @@
 // tables on the device) is summed by mma_wgrad_kernel, the others by the vector weight gradient in a
 // second launch that skips the taken blocks; two reductions write their channels of dw and db.
 #include <ATen/ops/empty.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <algorithm>
 #include <cmath>
@@ -16,10 +15,18 @@
 #include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"
 #include "../vec_wgrad/vec_wgrad.cuh"
+#include "mma_ptx.cuh"
+
+#if MMO1D_MMA_TOOLKIT
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
 #include "mma_wgrad_kernel.cuh"
+#endif
 
 namespace mmo1d {
 namespace cuda {
+
+#if MMO1D_MMA_TOOLKIT
 
 namespace {
 
@@ -94,7 +101,11 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   std::call_once(once, [] {
     cudaDriverEntryPointQueryResult q;
     void* f = nullptr;
+#if CUDART_VERSION >= 12050
     MMO1D_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+#else
+    MMO1D_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q));
+#endif
     if (q == cudaDriverEntryPointSuccess) fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
   });
   TORCH_CHECK(fn != nullptr, "oriented_dwconv1d: the CUDA driver has no cuTensorMapEncodeTiled");
@@ -220,6 +231,20 @@ void MmaWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
                    "tensor-core weight-gradient reduction", rp);
   }
 }
+
+#else  // a CUDA 11 toolkit: no tensor maps, no bulk tensor copies
+
+template <typename scalar_t>
+bool MmaWgrad::plan(const Problem&, Pass, Plan*) {
+  return false;
+}
+
+template <typename scalar_t>
+void MmaWgrad::run(const Plan&, const Args<scalar_t>&) {
+  TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
+}
+
+#endif  // MMO1D_MMA_TOOLKIT
 
 MMO1D_INSTANTIATE_FAMILY(MmaWgrad)
 
