@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -40,13 +41,24 @@ auto mma_kernel() {
 
 // Whether the current device runs the kernel's tensor-core code: sm_90 or later, and machine code
 // built from sm_90 PTX or later (a build for older architectures holds an empty kernel, even where
-// the driver compiles its PTX for this device).
+// the driver compiles its PTX for this device). Asked once per device.
 template <typename scalar_t>
 bool mma_runs_here() {
-  if (at::cuda::getCurrentDeviceProperties()->major < 9) return false;
-  cudaFuncAttributes attr;
-  MMO1D_CUDA_CHECK(cudaFuncGetAttributes(&attr, mma_kernel<scalar_t>()));
-  return attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  static std::mutex mutex;
+  static std::map<int, bool> answers;
+  int dev = 0;
+  MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = answers.find(dev);
+  if (it != answers.end()) return it->second;
+  bool runs = at::cuda::getCurrentDeviceProperties()->major >= 9;
+  if (runs) {
+    cudaFuncAttributes attr;
+    MMO1D_CUDA_CHECK(cudaFuncGetAttributes(&attr, mma_kernel<scalar_t>()));
+    runs = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+  }
+  answers.emplace(dev, runs);
+  return runs;
 }
 
 // The views of an H x W plane at K taps (rows, then columns): tiles of up to kMmaAlong outputs along
