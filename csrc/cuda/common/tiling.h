@@ -79,9 +79,9 @@ constexpr int kVecWgradAcrossPixels = 256;
 // halo across their lines is at most kMmaWgradMaxAcross of K/2 (lines up to 22.5 degrees off an axis; the
 // diagonals' square halo stays with the vector kernel), K up to kMmaWgradMaxK (a box of 64 + 2 K/2
 // pixels), tiles sized for kMmaWgradBlocksPerSM blocks per SM. H200, bf16 and fp16, K=31, against the
-// vector kernel: 56 x 56 (C=384) 0.73-0.76x at 0 and 90 degrees, 0.86-0.88x at 22.5 and 67.5, 0.93-0.94x
-// in the 8 directions; the diagonals taken too, 1.65x at 45 degrees; 28 x 28 (C=768) 0.89-0.92x at 0 and
-// 90 degrees but 1.23-1.28x at 22.5 and 67.5 and in the 8 directions.
+// vector kernel, 56 x 56 (C=384): 0.93-0.94x in the 8 directions; with the diagonals taken too, 0.73-0.76x
+// at 0 and 90 degrees, 0.86-0.88x at 22.5 and 67.5, 1.65x at 45 and 0.98-1.00x in the 8 directions; 28 x
+// 28 (C=768) then 0.89-0.92x at 0 and 90 degrees but 1.23-1.28x at 22.5, 67.5 and in the 8 directions.
 constexpr int kMmaWgradMinPixels = 48 * 48;
 constexpr float kMmaWgradMaxAcross = 0.5f;
 constexpr int kMmaWgradMaxK = 63;
