@@ -79,6 +79,8 @@ CASES = [
     (2, 64, 48, 50, 7, 'mixed8'),
     (2, 32, 48, 48, 63, 'mixed8'),    # K=63: the 22.5-degree lines' blocks taken, the others not
     (3, 48, 49, 51, 13, 67.5),
+    (1, 32, 3, 800, 31, 'mixed8'),    # planes narrower than a tile and than the line
+    (1, 16, 800, 3, 15, 90.0),
 ]
 
 
