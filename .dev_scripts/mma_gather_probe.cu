@@ -59,14 +59,12 @@ __global__ void __launch_bounds__(kThreads, 3) mma_gather_kernel(const __grid_co
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t mbar = static_cast<uint32_t>(__cvta_generic_to_shared(&mbar_s));
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(mbar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init(mbar);
   }
   auto issue = [&](int n) {  // thread 0: image n's tile
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mbar), "r"(2 * pl.bh * bw * 16)
-                 : "memory");
-    tma_load(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
-    tma_load(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
+    mbar_arrive_expect(mbar, 2 * pl.bh * bw * 16);
+    tma_load_4d(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
+    tma_load_4d(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
   };
   if (threadIdx.x == 0) issue(n0);
   // Per tile pixel i (in the plan's order): its A row's offset in an x plane (tap offset 0) and its
@@ -134,8 +132,8 @@ __global__ void __launch_bounds__(kThreads, 3) mma_gather_kernel(const __grid_co
         uint32_t fa[4], fb[4];
         ldsm_x4(fa, a0 + off[j]);
         ldsm_x4(fb, a1 + off[j]);
-        mma16816<HALF>(acc0, fa, b[j][0], b[j][1]);
-        mma16816<HALF>(acc1, fb, b[j][0], b[j][1]);
+        mma_16816<HALF>(acc0, fa, b[j][0], b[j][1]);
+        mma_16816<HALF>(acc1, fb, b[j][0], b[j][1]);
       }
       if constexpr (K % 2 == 1) {
         uint32_t f0, f1, g0, g1;
@@ -184,12 +182,10 @@ __global__ void __launch_bounds__(kThreads, 3) mma_axis_kernel(const __grid_cons
   const uint32_t mbar = static_cast<uint32_t>(__cvta_generic_to_shared(&mbar_s));
   const int n = blockIdx.z;  // one image a block
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(mbar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mbar), "r"(2 * pl.bh * bw * 16)
-                 : "memory");
-    tma_load(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
-    tma_load(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
+    mbar_init(mbar);
+    mbar_arrive_expect(mbar, 2 * pl.bh * bw * 16);
+    tma_load_4d(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
+    tma_load_4d(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = warp >> 2;
   const int gq = lane >> 2, tq = lane & 3;
@@ -256,13 +252,13 @@ __global__ void __launch_bounds__(kThreads, 3) mma_axis_kernel(const __grid_cons
       }
       if (2 * q < KP) {
         const uint32_t fa[4] = {cur0[0], cur0[1], cur0[1], cur0[2]}, fb[4] = {cur1[0], cur1[1], cur1[1], cur1[2]};
-        mma16816<HALF>(acc0, fa, b[2 * q][0], b[2 * q][1]);
-        mma16816<HALF>(acc1, fb, b[2 * q][0], b[2 * q][1]);
+        mma_16816<HALF>(acc0, fa, b[2 * q][0], b[2 * q][1]);
+        mma_16816<HALF>(acc1, fb, b[2 * q][0], b[2 * q][1]);
       }
       if (2 * q + 1 < KP) {
         const uint32_t fa[4] = {cur0[2], cur0[3], cur0[3], nxt0[0]}, fb[4] = {cur1[2], cur1[3], cur1[3], nxt1[0]};
-        mma16816<HALF>(acc0, fa, b[2 * q + 1][0], b[2 * q + 1][1]);
-        mma16816<HALF>(acc1, fb, b[2 * q + 1][0], b[2 * q + 1][1]);
+        mma_16816<HALF>(acc0, fa, b[2 * q + 1][0], b[2 * q + 1][1]);
+        mma_16816<HALF>(acc1, fb, b[2 * q + 1][0], b[2 * q + 1][1]);
       } else if (2 * q + 1 == KP) {  // the last tap, K - 1: M(K - 1), M(K)
         mma1688<HALF>(acc0, cur0[2], cur0[3], blast);
         mma1688<HALF>(acc1, cur1[2], cur1[3], blast);

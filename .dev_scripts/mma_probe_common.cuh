@@ -1,6 +1,7 @@
 // Pieces shared by the standalone tensor-core probes (.dev_scripts/mma_gather_probe.cu,
-// .dev_scripts/mma_wgrad_diag_probe.cu): PTX wrappers (mma, ldmatrix, bulk tensor copies, mbarrier),
-// the tiles of a direction and the tensor maps that stage them, 16-bit conversions and truncated taps.
+// .dev_scripts/mma_wgrad_diag_probe.cu): the PTX wrappers of csrc/cuda/mma_wgrad/mma_ptx.cuh and those
+// only the probes use (m16n8k8, ldmatrix without transpose, bulk tensor stores), the tiles of a
+// direction and the tensor maps that stage them, 16-bit conversions and truncated taps.
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +19,12 @@
 #include <random>
 #include <string>
 #include <vector>
+
+// The wrappers the extension's tensor-core weight gradient uses (mma_16816, ldsm_x4_trans, ldsm_x2_trans,
+// mbarrier, tma_load_4d); those only the probes use follow below.
+#include "../csrc/cuda/mma_wgrad/mma_ptx.cuh"
+
+using namespace mmo1d::cuda;  // NOLINT: the probes are standalone programs
 
 #define CK(x)                                                                              \
   do {                                                                                     \
@@ -50,23 +57,6 @@ struct Maps {
 
 
 template <bool HALF>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (HALF) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <bool HALF>
 __device__ __forceinline__ void mma1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
   if constexpr (HALF) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
@@ -85,40 +75,14 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm_x2_trans(uint32_t& r0, uint32_t& r1, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
 __device__ __forceinline__ void ldsm_x2(uint32_t& r0, uint32_t& r1, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c, int w, int h, int n,
-                                         uint32_t mbar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(dst), "l"(map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(mbar)
-      : "memory");
 }
 
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int c, int w, int h, int n) {
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map),
                "r"(c), "r"(w), "r"(h), "r"(n), "r"(src)
                : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t mbar, int parity) {
-  asm volatile(
-      "{\n .reg .pred P;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1;\n @!P bra WAIT_%=;\n}\n" ::"r"(
-          mbar),
-      "r"(parity)
-      : "memory");
 }
 
 template <bool HALF>

@@ -57,15 +57,12 @@ __global__ void __launch_bounds__(kThreads, 3) mma_wgrad_kernel(const __grid_con
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t mbar = static_cast<uint32_t>(__cvta_generic_to_shared(&mbar_s));
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(mbar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mbar),
-                 "r"(2 * pl.bh * bw * 16 + 2 * npix * 16)
-                 : "memory");
-    tma_load(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
-    tma_load(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
-    tma_load(s0 + 2 * xplane, &maps.y[pl.map], c0, w0, h0, n, mbar);
-    tma_load(s0 + 2 * xplane + dplane, &maps.y[pl.map], c0 + 8, w0, h0, n, mbar);
+    mbar_init(mbar);
+    mbar_arrive_expect(mbar, 2 * pl.bh * bw * 16 + 2 * npix * 16);
+    tma_load_4d(s0, &maps.x[pl.map], c0, w0 - pw, h0 - ph, n, mbar);
+    tma_load_4d(s0 + xplane, &maps.x[pl.map], c0 + 8, w0 - pw, h0 - ph, n, mbar);
+    tma_load_4d(s0 + 2 * xplane, &maps.y[pl.map], c0, w0, h0, n, mbar);
+    tma_load_4d(s0 + 2 * xplane + dplane, &maps.y[pl.map], c0 + 8, w0, h0, n, mbar);
   }
   int* pix_s = reinterpret_cast<int*>(smem + 2 * xplane + 2 * dplane);
   int* pix_o = pix_s + nblk * 16;
@@ -114,10 +111,10 @@ __global__ void __launch_bounds__(kThreads, 3) mma_wgrad_kernel(const __grid_con
         if (j < KP) {
           uint32_t a[4];
           ldsm_x4_trans(a, xa + off[j]);
-          mma16816<HALF>(acc[jj], a, b0, b1);
+          mma_16816<HALF>(acc[jj], a, b0, b1);
         }
       }
-      if (pass == 0) mma16816<HALF>(accb, fones, b0, b1);
+      if (pass == 0) mma_16816<HALF>(accb, fones, b0, b1);
     }
     // The diagonal: lane (gq, tq) with gq / 2 == tq holds channel gq's sums, tap 2j in acc[.][gq % 2],
     // tap 2j + 1 in acc[.][2 + gq % 2].

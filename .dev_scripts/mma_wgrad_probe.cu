@@ -32,6 +32,10 @@
 #include <string>
 #include <vector>
 
+#include "../csrc/cuda/mma_wgrad/mma_ptx.cuh"  // mma_16816, ldsm_x4_trans
+
+using namespace mmo1d::cuda;  // NOLINT: a standalone program
+
 #define CK(x)                                                                              \
   do {                                                                                     \
     cudaError_t e = (x);                                                                   \
@@ -110,29 +114,6 @@ __device__ __forceinline__ void store_transposed(const uint4 (&px)[8], uint16_t*
     }
     *reinterpret_cast<uint4*>(dst + ch * plane) = make_uint4(w[0], w[1], w[2], w[3]);
   }
-}
-
-template <bool HALF>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (HALF) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
 }
 
 // MB: products (m16 tiles) a batch; a direction of more runs the k loop once per batch and tile.
@@ -266,14 +247,14 @@ __global__ void __launch_bounds__(kThreads, 2) mma_wgrad_kernel(const Params p) 
         for (int s = 0; s < ksteps; ++s) {
           const int2 ko = ktab[16 * s + klane];
           uint32_t bb[4];
-          ldsm_x4_t(bb, ds_a + 2 * ko.y);
+          ldsm_x4_trans(bb, ds_a + 2 * ko.y);
           const uint32_t rowA = xs_a + 2 * ko.x;
 #pragma unroll
           for (int i = 0; i < MB; ++i) {
             if (i < nm) {
               uint32_t a[4];
-              ldsm_x4_t(a, rowA + boff[i]);
-              mma16816<HALF>(acc[i], a, bb[0], bb[2]);
+              ldsm_x4_trans(a, rowA + boff[i]);
+              mma_16816<HALF>(acc[i], a, bb[0], bb[2]);
             }
           }
         }

@@ -52,7 +52,6 @@ struct MmaPass {
 template <bool HALF, int R, bool BIAS>
 __device__ __forceinline__ void mma_pass(const MmaPass& m, const int* off, float (&acc)[kMmaPassPairs][4],
                                          float (&accb)[4]) {
-#if MMO1D_MMA_ARCH
   constexpr uint32_t kOne = HALF ? 0x3c003c00u : 0x3f803f80u;
   constexpr uint32_t kOnes[4] = {kOne, kOne, kOne, kOne};
   int o[R];
@@ -70,7 +69,6 @@ __device__ __forceinline__ void mma_pass(const MmaPass& m, const int* off, float
     }
     if constexpr (BIAS) mma_16816<HALF>(accb, kOnes, b0, b1);
   }
-#endif
 }
 
 // mma_pass for r (1 to kMmaPassPairs) pairs, chosen at run time.
