@@ -11,8 +11,9 @@ element-wise packs, with and without a bias).
     compute-sanitizer --tool racecheck python .dev_scripts/sanitize_op.py
 
 (``--quick``: every other case; ``--shard I/N``: the cases whose index is I modulo N, with the seeds
-of the full run, so that N processes side by side cover every case; ``--covered LOG ...``: no GPU
-work, the check that the paths these runs' logs print cover every path.)
+of the full run, so that N processes side by side cover every case; ``--only WORD``: the op's cases
+one of whose paths begins with WORD, with their seeds of the full run, and no other kind of case;
+``--covered LOG ...``: no GPU work, the check that the paths these runs' logs print cover every path.)
 
 Prints the path of each call and the set of paths covered; exits non-zero if a call raised or a path
 of the compiled families (``oriented_dwconv1d_paths``) was not covered.
@@ -61,6 +62,10 @@ CASES = [
     # group go to vec_wgrad in the same call.
     (2, 96, 57, 49, 31, 1, torch.float16, 'channels_last', 'trunc'),
     (2, 64, 50, 48, 31, 1, torch.bfloat16, 'channels_last', 'trunc', 'arbitrary'),
+    (34, 1024, 48, 48, 7, 1, torch.float16, 'channels_last', 'trunc'),  # ... two images a block
+    # mma_interp_wgrad: the blocks' united points, the blocks it leaves to interp_vec_wgrad's skipping kernel
+    (2, 64, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
+    (3, 96, 50, 52, 15, 1, torch.float16, 'channels_last', 'gaussian', 'learned'),
     (2, 24, 37, 33, 31, 1, torch.float32, 'nchw'),            # seg_gather, seg_wgrad
     (2, 24, 70, 66, 7, 1, torch.bfloat16, 'nchw'),
     (2, 16, 25, 27, 31, 2, torch.float16, 'nchw'),            # general_gather_nchw, general_wgrad_nchw
@@ -85,7 +90,7 @@ CASES = [
     (2, 48, 29, 30, 31, 1, torch.float16, 'channels_last', 'gaussian'),   # interp_win, lanes across 2 angles
     # interp_win with per-channel angles: blocks that walk the union of their channels' points
     # (learned: the 8 directions moved by up to 0.05 rad), blocks that keep their own (arbitrary).
-    (2, 16, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # 7 outputs per thread (wgrad)
+    (2, 24, 56, 56, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # 7 outputs per thread (wgrad)
     (2, 64, 29, 30, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),
     (2, 32, 23, 26, 31, 1, torch.float32, 'channels_last', 'gaussian', 'arbitrary'),
     (2, 48, 7, 7, 31, 1, torch.bfloat16, 'channels_last', 'bilinear', 'learned'),  # wgrad: groups of warps
@@ -99,7 +104,7 @@ CASES = [
 ]
 
 
-def run(case, seed: int) -> list:
+def run(case, seed: int, only: str = '') -> list:
     n, c, h, w, k, s, dtype, layout = case[:8]
     rounding = case[8] if len(case) > 8 else ('trunc' if seed % 3 else 'floor')
     interp = rounding in ('bilinear', 'gaussian')
@@ -118,6 +123,8 @@ def run(case, seed: int) -> list:
         theta = torch.rand(c, generator=g) * math.pi
     theta = theta.cuda()
     paths = [oriented_dwconv1d_path(x, weight, s, p, theta, rounding, 1.2) for p in PASSES]
+    if only and not any(p.startswith(only) for p in paths):
+        return []
     x.requires_grad_()
     weight.requires_grad_()
     theta.requires_grad_(interp)
@@ -241,6 +248,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--quick', action='store_true', help='every other case (for racecheck)')
     parser.add_argument('--shard', default='0/1', metavar='I/N', help='the cases whose index is I modulo N')
+    parser.add_argument('--only', default='', metavar='WORD', help='the op cases of a path that begins with WORD')
     parser.add_argument('--covered', nargs='+', metavar='LOG', help="check the paths of these runs' logs and exit")
     args = parser.parse_args()
     if args.covered:
@@ -253,10 +261,14 @@ def main() -> None:
     for i, case in enumerate(CASES[::2] if args.quick else CASES):
         if i % shards != shard:
             continue
-        paths = run(case, i)
+        paths = run(case, i, args.only)
+        if not paths:
+            continue
         seen.update(paths)
         print(case[:6], str(case[6]).replace('torch.', ''), *case[7:], '->', ', '.join(paths), flush=True)
     print(f'{len(seen)} paths covered: {", ".join(sorted(seen))}')
+    if args.only:
+        return
     for i, case in enumerate(LAYER_NORM_CASES[::2] if args.quick else LAYER_NORM_CASES):
         if i % shards != shard:
             continue

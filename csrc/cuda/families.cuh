@@ -31,6 +31,10 @@ MMO1D_FAMILY(SegWgrad, false, false, false, "seg_wgrad")
 // Interpolated taps ('bilinear', 'gaussian'), channels_last, C a multiple of the channel block,
 // stride 1: the window gathers over the runs of the taps' samples (interp_win/).
 MMO1D_FAMILY(InterpWin, false, false, true, "interp_win")
+// Tensor-core weight gradient of interpolated taps ('bilinear', 'gaussian'), float16 and bfloat16
+// channels_last at stride 1, large planes, over the united points of each block of 16 channels; the
+// blocks it leaves go to the interpolated vector weight gradient (mma_interp_wgrad/).
+MMO1D_FAMILY(MmaInterpWgrad, false, true, true, "mma_interp_wgrad")
 // Interpolated taps ('bilinear', 'gaussian'), NCHW, stride 1: the segment-window gathers and weight
 // gradient over the runs of the taps' samples (interp_seg/).
 MMO1D_FAMILY(InterpSeg, false, false, true, "interp_seg", "interp_seg_wgrad")
@@ -53,7 +57,7 @@ struct FamilyList {
 };
 
 using Families = FamilyList<S2Gather, WinGather, VecGather, SegGather, MmaWgrad, VecWgrad, SegWgrad, InterpWin,
-                            InterpSeg, InterpVec, Interp, General>;
+                            MmaInterpWgrad, InterpSeg, InterpVec, Interp, General>;
 
 }  // namespace cuda
 }  // namespace mmo1d

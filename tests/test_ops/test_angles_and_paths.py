@@ -113,5 +113,5 @@ def test_path_names_start_with_their_family_word():
     assert set(PATH_ALIASES.values()) <= set(paths)
     assert not set(PATH_ALIASES) & set(paths)
     words = ('s2_gather', 'win_gather', 'vec_gather', 'seg_gather', 'mma_wgrad', 'vec_wgrad', 'seg_wgrad',
-             'interp_win', 'interp_seg', 'interp_vec', 'interp', 'general')
+             'interp_win', 'mma_interp_wgrad', 'interp_seg', 'interp_vec', 'interp', 'general')
     assert all(any(p == w or p.startswith(w + '_') for w in words) for p in paths)

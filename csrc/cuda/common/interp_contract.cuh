@@ -24,6 +24,9 @@ struct InterpContractParams {
   int parts;
   int R;
   const int* map;
+  const acc_t* sums;  // (C, R), or null: the sums of the channels of the blocks marked in taken
+  const int* taken;   // per block of taken_block channels
+  int taken_block;
   const int* counts;
   const int* spt;
   const acc_t* coef;
@@ -36,8 +39,10 @@ struct InterpContractParams {
 };
 
 // One block per channel c. partial: (C, parts, R) sums, the row of the channel's point p being
-// map[c * R + p] (or p without a map); counts[c]: the points whose sums count (samples on other
-// points read 0). Writes dw (C, K) and, if not null, dtheta (C). Shared memory: (R + K) acc_t.
+// map[c * R + p] (or p without a map); with sums, the channels of the blocks marked in taken read their
+// row of sums (C, R) instead (another kernel summed them). counts[c]: the points whose sums count
+// (samples on other points read 0). Writes dw (C, K) and, if not null, dtheta (C). Shared memory:
+// (R + K) acc_t.
 template <typename scalar_t, typename acc_t>
 __global__ void __launch_bounds__(kContractThreads)
     interp_contract_kernel(const InterpContractParams<scalar_t, acc_t> params) {
@@ -58,8 +63,14 @@ __global__ void __launch_bounds__(kContractThreads)
   acc_t* G = reinterpret_cast<acc_t*>(smem);
   acc_t* terms = G + R;  // each tap's term of dtheta
   const int c = blockIdx.x, n = counts[c];
+  const bool own = params.sums != nullptr && params.taken[c / params.taken_block];
   for (int p = threadIdx.x; p < n; p += blockDim.x) {
-    const acc_t* src = partial + int64_t(c) * parts * R + (map != nullptr ? map[int64_t(c) * R + p] : p);
+    const int row = map != nullptr ? map[int64_t(c) * R + p] : p;
+    if (own) {
+      G[p] = params.sums[int64_t(c) * R + row];
+      continue;
+    }
+    const acc_t* src = partial + int64_t(c) * parts * R + row;
     acc_t v = acc_t(0);
     for (int part = 0; part < parts; ++part) v += src[int64_t(part) * R];
     G[p] = v;
@@ -88,10 +99,12 @@ __global__ void __launch_bounds__(kContractThreads)
 }
 
 // dw (and dtheta) from partial sums (C, parts, t.R) at the points that `all` counts (every point,
-// or those of nonzero coefficient), their rows permuted by map (C, t.R) when it is defined.
+// or those of nonzero coefficient), their rows permuted by map (C, t.R) when it is defined; with sums
+// (C, t.R), the blocks of taken_block channels marked in taken from those instead.
 template <typename scalar_t, typename acc_t>
 void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t parts, const at::Tensor& map, bool all,
-              const at::Tensor& weight, at::Tensor& dw, at::Tensor* dtheta) {
+              const at::Tensor& weight, at::Tensor& dw, at::Tensor* dtheta, const acc_t* sums = nullptr,
+              const int* taken = nullptr, int taken_block = 1) {
   const int64_t C = t.C, K = weight.size(1), M = t.S / K;
   const auto acc_type = c10::CppTypeToScalarType<acc_t>::value;
   const at::Tensor w = weight.contiguous(), spt = t.spt(), coef = t.coef(), dcoef = t.dcoef();
@@ -108,6 +121,9 @@ void contract(const InterpTables<acc_t>& t, const at::Tensor& partial, int64_t p
       .parts = static_cast<int>(parts),
       .R = static_cast<int>(t.R),
       .map = map.defined() ? map.data_ptr<int>() : nullptr,
+      .sums = sums,
+      .taken = taken,
+      .taken_block = taken_block,
       .counts = t.npts(all),
       .spt = spt.data_ptr<int>(),
       .coef = coef.data_ptr<acc_t>(),

@@ -86,6 +86,12 @@ constexpr int kMmaWgradMinPixels = 48 * 48;
 constexpr float kMmaWgradMaxAcross = 0.5f;
 constexpr int kMmaWgradMaxK = 63;
 constexpr int kMmaWgradBlocksPerSM = 2;
+// Its grid: chunks of images (a block takes its tiles in every image of its chunk, adding into its rows
+// of sums) for about kMmaWgradWaves waves of blocks, and partial sums within the workspace below.
+constexpr int kMmaWgradWaves = 8;
+// Interpolated taps: a block's union of points at most this long (a list that both groups of 8 channels
+// walk; the warps' rows of sums take (points + 1) x 256 bytes of shared memory).
+constexpr int kMmaInterpPoints = 96;
 constexpr int kWinBlocksPerSM = 8;  // window regions grow only while the grid keeps this many
 // Window gathers on planes that one block covers: up to this many images per block, so that the
 // plane's tasks fill the block's 64 pixel slots (a 7 x 7 plane gives 14 tasks in 16-bit).

@@ -1,7 +1,8 @@
 // Launcher of the tensor-core weight gradient (float16, bfloat16; channels_last, stride 1, rounded taps)
 // on large planes: each block of 16 channels that it takes (mma_wgrad_blocks_kernel, from the call's
 // tables on the device) is summed by mma_wgrad_kernel, the others by the vector weight gradient in a
-// second launch that skips the taken blocks; two reductions write their channels of dw and db.
+// second launch that skips the taken blocks; two reductions write their channels of dw and db. Also the
+// planning and launch of mma_wgrad.cuh, which the interpolated family shares.
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "../families.cuh"
 #include "../vec_wgrad/vec_wgrad.cuh"
 #include "mma_ptx.cuh"
+#include "mma_wgrad.cuh"
 
 #if MMO1D_MMA_TOOLKIT
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
@@ -27,76 +29,16 @@
 namespace mmo1d {
 namespace cuda {
 
+template <typename scalar_t>
+constexpr bool kMma16 = std::is_same_v<scalar_t, c10::Half> || std::is_same_v<scalar_t, c10::BFloat16>;
+
 #if MMO1D_MMA_TOOLKIT
 
 namespace {
 
 template <typename scalar_t>
-constexpr bool kMma16 = std::is_same_v<scalar_t, c10::Half> || std::is_same_v<scalar_t, c10::BFloat16>;
-
-template <typename scalar_t>
 auto mma_kernel() {
   return mma_wgrad_kernel<std::is_same_v<scalar_t, c10::Half>>;
-}
-
-// Whether the current device runs the kernel's tensor-core code: sm_90 or later, and machine code
-// built from sm_90 PTX or later (a build for older architectures holds an empty kernel, even where
-// the driver compiles its PTX for this device). Asked once per device.
-template <typename scalar_t>
-bool mma_runs_here() {
-  static std::mutex mutex;
-  static std::map<int, bool> answers;
-  int dev = 0;
-  MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto it = answers.find(dev);
-  if (it != answers.end()) return it->second;
-  bool runs = at::cuda::getCurrentDeviceProperties()->major >= 9;
-  if (runs) {
-    cudaFuncAttributes attr;
-    MMO1D_CUDA_CHECK(cudaFuncGetAttributes(&attr, mma_kernel<scalar_t>()));
-    runs = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
-  }
-  answers.emplace(dev, runs);
-  return runs;
-}
-
-// The views of an H x W plane at K taps (rows, then columns): tiles of up to kMmaAlong outputs along
-// the lines, evened out and rounded up to 8 (a line's box then starts 128-byte aligned in shared
-// memory, and an ldmatrix block that wraps to the next line stays on distinct banks); boxes wider by
-// 2 K/2 rounded up to 8.
-struct MmaWgradShape {
-  MmaWgradView view[2];
-  int ph_cap = 0, max_tiles = 0, budget = 0;
-};
-
-bool mma_wgrad_shape(int H, int W, int K, int64_t budget, MmaWgradShape* s) {
-  const int kh = K / 2;
-  for (int o = 0; o < 2; ++o) {
-    const int along = o ? H : W, lines = o ? W : H;
-    const int tiles = (along + kMmaAlong - 1) / kMmaAlong;
-    const int tv = mma_round_up((along + tiles - 1) / tiles, 8), bw = tv + mma_round_up(2 * kh, 8);
-    if (bw > 256) return false;  // a bulk tensor copy's box
-    s->view[o] = MmaWgradView{tv, bw, (along + tv - 1) / tv, lines, along};
-  }
-  s->budget = static_cast<int>(budget);
-  // Blocks whose halo across their lines is more than kMmaWgradMaxAcross of K/2 (the diagonals: their
-  // square halo), or for which no tile fits: the vector weight gradient.
-  for (s->ph_cap = static_cast<int>(kh * kMmaWgradMaxAcross); s->ph_cap >= 0; --s->ph_cap) {
-    const int t0 = mma_tiles(s->view[0], mma_tile_lines(s->view[0], s->ph_cap, K, s->budget));
-    const int t1 = mma_tiles(s->view[1], mma_tile_lines(s->view[1], s->ph_cap, K, s->budget));
-    if (t0 > 0 && t1 > 0) {
-      s->max_tiles = std::max(t0, t1);
-      return true;
-    }
-  }
-  return false;
-}
-
-// Blocks a (image, 16 channels): half the most tiles, so that blocks of few tiles leave few blocks
-// empty and the others take two.
-int mma_grid_tiles(const MmaWgradShape& s) {
-  return (s.max_tiles + 1) / 2;
 }
 
 // The shared memory of kMmaWgradBlocksPerSM blocks' share of a multiprocessor, within the device's limit.
@@ -148,7 +90,141 @@ Problem wgrad_problem(const at::Tensor& x, int K, const at::Tensor& theta, TapRu
                  &theta, rule};
 }
 
+// A rounded line's points: its taps' distinct points, within K/2 along.
+MmaWgradPoints rounded_points(int K) {
+  return MmaWgradPoints{K, K, kMmaMaxPoints, K / 2};
+}
+
 }  // namespace
+
+template <typename scalar_t>
+bool mma_wgrad_runs_here() {
+  if constexpr (!kMma16<scalar_t>) {
+    return false;
+  } else {
+    static std::mutex mutex;
+    static std::map<int, bool> answers;
+    int dev = 0;
+    MMO1D_CUDA_CHECK(cudaGetDevice(&dev));
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = answers.find(dev);
+    if (it != answers.end()) return it->second;
+    bool runs = at::cuda::getCurrentDeviceProperties()->major >= 9;
+    if (runs) {
+      cudaFuncAttributes attr;
+      MMO1D_CUDA_CHECK(cudaFuncGetAttributes(&attr, mma_kernel<scalar_t>()));
+      runs = attr.ptxVersion >= 90 && attr.binaryVersion >= 90;
+    }
+    answers.emplace(dev, runs);
+    return runs;
+  }
+}
+
+// The views (rows, then columns): tiles of up to kMmaAlong outputs along the lines, evened out and
+// rounded up to 8 (a line's box then starts 128-byte aligned in shared memory, and an ldmatrix block that
+// wraps to the next line stays on distinct banks); boxes wider by 2 reach rounded up to 8.
+bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& pts, int ph_max, int64_t x_bytes,
+                     MmaWgradShape* s) {
+  for (int o = 0; o < 2; ++o) {
+    const int along = o ? H : W, lines = o ? W : H;
+    const int tiles = (along + kMmaAlong - 1) / kMmaAlong;
+    const int tv = mma_round_up((along + tiles - 1) / tiles, 8), bw = tv + mma_round_up(2 * pts.reach, 8);
+    if (bw > 256) return false;  // a bulk tensor copy's box
+    s->view[o] = MmaWgradView{tv, bw, (along + tv - 1) / tv, lines, along};
+  }
+  s->pts = pts;
+  s->budget = static_cast<int>(mma_wgrad_budget());
+  // Blocks whose halo across their lines is more than ph_cap, or for which no tile fits: another family.
+  for (s->ph_cap = ph_max; s->ph_cap >= 0; --s->ph_cap) {
+    const int t0 = mma_tiles(s->view[0], mma_tile_lines(s->view[0], s->ph_cap, pts, s->budget));
+    const int t1 = mma_tiles(s->view[1], mma_tile_lines(s->view[1], s->ph_cap, pts, s->budget));
+    if (t0 > 0 && t1 > 0) {
+      s->max_tiles = std::max(t0, t1);
+      break;
+    }
+  }
+  if (s->ph_cap < 0) return false;
+  // Chunks of images: kMmaWgradWaves waves of blocks, the partial sums within the workspace.
+  const int64_t per_chunk = C / kMmaCB * s->grid_tiles();
+  const int64_t part_bytes = C * s->grid_tiles() * (pts.points + 1) * int64_t(sizeof(float));
+  const int64_t max_chunks = std::max<int64_t>(
+      1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
+  const int64_t want = device_blocks(kMmaWgradBlocksPerSM) * kMmaWgradWaves;
+  const int64_t chunks = std::clamp<int64_t>(want / per_chunk, 1, std::min<int64_t>(N, max_chunks));
+  s->images = static_cast<int>(ceil_div(N, chunks));
+  s->chunks = static_cast<int>(ceil_div(N, int64_t(s->images)));
+  return true;
+}
+
+template <typename scalar_t>
+bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan) {
+  plan->parts = static_cast<int>(s.parts());
+  plan->chunk = s.images;
+  plan->tile = s.budget;
+  plan->launch = LaunchShape{int64_t(s.chunks) * s.grid_tiles(), C / kMmaCB, kMmaWarps * 32, s.budget};
+  return launch_fits(mma_kernel<scalar_t>(), plan->launch);
+}
+
+template <typename scalar_t>
+MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const MmaWgradShape& s, const at::Tensor& x, const at::Tensor& dy,
+                                   const PointWgradTables& tables, bool with_bias) {
+  const int N = static_cast<int>(x.size(0)), C = static_cast<int>(x.size(1));
+  TORCH_CHECK(plan.launch.grid_x == int64_t(s.chunks) * s.grid_tiles() && plan.parts == s.parts(),
+              "oriented_dwconv1d: the tensor-core weight gradient's tiles changed since its plan");
+  MmaWgradSums m;
+  m.cblocks = C / kMmaCB;
+  // Per block of 16 channels: its MmaWgradBlock, then (after all of them) whether this family takes it.
+  constexpr int64_t kBlockInts = sizeof(MmaWgradBlock) / sizeof(int);
+  static_assert(sizeof(MmaWgradBlock) == kBlockInts * sizeof(int), "MmaWgradBlock is a row of ints");
+  m.info = at::empty({m.cblocks * (kBlockInts + 1)}, x.options().dtype(at::kInt));
+  auto* blocks = reinterpret_cast<MmaWgradBlock*>(m.info.data_ptr<int>());
+  const MmaWgradBlocksParams bp{tables, blocks, const_cast<int*>(m.taken()), {s.view[0], s.view[1]}, s.pts, C,
+                                s.ph_cap, s.budget};
+  launch_planned(mma_wgrad_blocks_kernel, LaunchShape{ceil_div(m.cblocks, int64_t(128)), 1, 128, 0},
+                 "tensor-core tile", bp);
+  m.partial = at::empty({int64_t(C) * s.pts.points * s.parts()}, x.options().dtype(at::kFloat));
+  if (with_bias) m.bpartial = at::empty({int64_t(C) * s.parts()}, x.options().dtype(at::kFloat));
+  MmaWgradMaps maps;
+  for (int o = 0; o < 2; ++o) {
+    const MmaWgradView& v = s.view[o];
+    maps.x[o] = tensor_map<scalar_t>(x, o ? 1 : v.bw, o ? v.bw : 1);
+    maps.dy[o] = tensor_map<scalar_t>(dy, o ? 1 : v.tv, o ? v.tv : 1);
+  }
+  const MmaWgradParams mp{tables,
+                          blocks,
+                          m.partial.data_ptr<float>(),
+                          with_bias ? m.bpartial.data_ptr<float>() : nullptr,
+                          {s.view[0], s.view[1]},
+                          s.pts,
+                          N,
+                          C,
+                          s.images,
+                          s.grid_tiles()};
+  launch_planned(mma_kernel<scalar_t>(), plan.launch, "tensor-core weight-gradient", mp, maps);
+  return m;
+}
+
+template <typename scalar_t>
+void launch_mma_wgrad_reduce(const MmaWgradSums& m, const MmaWgradShape& s, int E, const int* tap_pt,
+                             const int* npts, scalar_t* dw, float* sums, scalar_t* db) {
+  const int C = static_cast<int>(m.cblocks * kMmaCB);
+  const MmaWgradReduceParams<scalar_t> rp{m.blocks(),
+                                          m.partial.data_ptr<float>(),
+                                          db != nullptr ? m.bpartial.data_ptr<float>() : nullptr,
+                                          tap_pt,
+                                          npts,
+                                          dw,
+                                          sums,
+                                          db,
+                                          C,
+                                          E,
+                                          s.pts.points,
+                                          s.chunks,
+                                          s.grid_tiles()};
+  const int64_t entries = int64_t(C) * E + (db != nullptr ? C : 0);
+  launch_planned(mma_wgrad_reduce_kernel<scalar_t>, LaunchShape{ceil_div(entries, int64_t(8)), 1, 256, 0},
+                 "tensor-core weight-gradient reduction", rp);
+}
 
 // Domain: the weight gradient, float16 and bfloat16, channels_last, stride 1, rounded taps, C a
 // multiple of 16, 16-byte aligned tensors, planes of at least kMmaWgradMinPixels, K up to
@@ -160,19 +236,18 @@ bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
     return false;
   } else {
     if (pass != Pass::kWeightGrad || !p.nhwc || p.stride != 1 || !p.aligned || p.C % kMmaCB != 0) return false;
-    if (p.H * p.W < kMmaWgradMinPixels || p.K > kMmaWgradMaxK || !mma_runs_here<scalar_t>()) return false;
+    if (p.H * p.W < kMmaWgradMinPixels || p.K > kMmaWgradMaxK || !mma_wgrad_runs_here<scalar_t>()) return false;
     MmaWgradShape s;
-    if (!mma_wgrad_shape(static_cast<int>(p.H), static_cast<int>(p.W), p.K, mma_wgrad_budget(), &s)) return false;
-    const int64_t part_bytes = p.C * p.N * s.max_tiles * (p.K + 1) * int64_t(sizeof(float));
-    if (part_bytes > std::max<int64_t>(p.x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace)) return false;
+    const int ph_max = static_cast<int>(p.K / 2 * kMmaWgradMaxAcross);
+    if (!mma_wgrad_shape(p.N, p.C, static_cast<int>(p.H), static_cast<int>(p.W), rounded_points(p.K), ph_max,
+                         p.x_bytes, &s)) {
+      return false;
+    }
     Plan vec;
     if (!plan_vec_wgrad<scalar_t>(p, p.K, p.K, 1, p.K, &vec, true)) return false;
     plan->path = "mma_wgrad";
     plan->fg = output_geometry(p, p.K);
-    plan->parts = static_cast<int>(p.N * s.max_tiles);
-    plan->tile = s.budget;
-    plan->launch = LaunchShape{p.N * mma_grid_tiles(s), p.C / kMmaCB, kMmaWarps * 32, s.budget};
-    return launch_fits(mma_kernel<scalar_t>(), plan->launch);
+    return plan_mma_wgrad<scalar_t>(p.C, s, plan);
   }
 }
 
@@ -182,42 +257,15 @@ void MmaWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
     const FastGeometry& g = plan.fg;
     const at::Tensor& x = a.src;
     const at::Tensor& dy = *a.dy;
-    const int N = static_cast<int>(x.size(0)), C = g.C, K = g.K, cblocks = C / kMmaCB;
+    const int C = g.C, K = g.K;
     MmaWgradShape s;
-    TORCH_CHECK(mma_wgrad_shape(g.H, g.W, K, plan.tile, &s) && int64_t(N) * s.max_tiles == plan.parts,
+    TORCH_CHECK(mma_wgrad_shape(x.size(0), C, g.H, g.W, rounded_points(K), static_cast<int>(K / 2 * kMmaWgradMaxAcross),
+                                static_cast<int64_t>(x.nbytes()), &s),
                 "oriented_dwconv1d: the tensor-core weight gradient's tiles changed since its plan");
     const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, false, false, 1);
     const PointTableView<float> tables = t.view();
-    // Per block of 16 channels: its MmaWgradBlock, then (after all of them) whether this family takes it.
-    constexpr int64_t kBlockInts = sizeof(MmaWgradBlock) / sizeof(int);
-    static_assert(sizeof(MmaWgradBlock) == kBlockInts * sizeof(int), "MmaWgradBlock is a row of ints");
-    at::Tensor block_info = at::empty({int64_t(cblocks) * (kBlockInts + 1)}, x.options().dtype(at::kInt));
-    auto* blocks = reinterpret_cast<MmaWgradBlock*>(block_info.data_ptr<int>());
-    int* taken = block_info.data_ptr<int>() + int64_t(cblocks) * kBlockInts;
-    const MmaWgradBlocksParams bp{tables.wgrad(), blocks, taken, {s.view[0], s.view[1]}, C, K, s.ph_cap, s.budget};
-    launch_planned(mma_wgrad_blocks_kernel, LaunchShape{ceil_div(cblocks, 128), 1, 128, 0}, "tensor-core tile", bp);
-
     const bool with_bias = a.db != nullptr;
-    const int64_t parts = int64_t(N) * s.max_tiles;
-    at::Tensor partial = at::empty({int64_t(C) * parts * K}, x.options().dtype(at::kFloat));
-    at::Tensor bpartial = with_bias ? at::empty({int64_t(C) * parts}, x.options().dtype(at::kFloat)) : at::Tensor();
-    MmaWgradMaps maps;
-    for (int o = 0; o < 2; ++o) {
-      const MmaWgradView& v = s.view[o];
-      maps.x[o] = tensor_map<scalar_t>(x, o ? 1 : v.bw, o ? v.bw : 1);
-      maps.dy[o] = tensor_map<scalar_t>(dy, o ? 1 : v.tv, o ? v.tv : 1);
-    }
-    const MmaWgradParams mp{tables.wgrad(),
-                            blocks,
-                            partial.data_ptr<float>(),
-                            with_bias ? bpartial.data_ptr<float>() : nullptr,
-                            {s.view[0], s.view[1]},
-                            N,
-                            C,
-                            K,
-                            s.max_tiles,
-                            mma_grid_tiles(s)};
-    launch_planned(mma_kernel<scalar_t>(), plan.launch, "tensor-core weight-gradient", mp, maps);
+    const MmaWgradSums m = launch_mma_wgrad_sums<scalar_t>(plan, s, x, dy, tables.wgrad(), with_bias);
 
     // The blocks left to the vector weight gradient.
     Plan vec;
@@ -225,26 +273,41 @@ void MmaWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
                 "oriented_dwconv1d: the vector weight gradient no longer fits the call planned with it");
     at::Tensor vbpartial;
     const at::Tensor vpartial =
-        launch_vec_wgrad_partials<scalar_t>(vec, x, dy, tables, with_bias ? &vbpartial : nullptr, taken);
+        launch_vec_wgrad_partials<scalar_t>(vec, x, dy, tables, with_bias ? &vbpartial : nullptr, m.taken());
     launch_wgrad_reduce<scalar_t, float>(vpartial, t.tap_pt(), a.out, C, K, vec.parts, 1,
-                                         with_bias ? &vbpartial : nullptr, a.db, taken, kMmaCB);
-    const MmaWgradReduceParams<scalar_t> rp{blocks,
-                                            partial.data_ptr<float>(),
-                                            with_bias ? bpartial.data_ptr<float>() : nullptr,
-                                            t.tap_pt(),
-                                            a.out.template data_ptr<scalar_t>(),
-                                            with_bias ? a.db->template data_ptr<scalar_t>() : nullptr,
-                                            N,
-                                            C,
-                                            K,
-                                            s.max_tiles};
-    const int64_t entries = int64_t(C) * K + (with_bias ? C : 0);
-    launch_planned(mma_wgrad_reduce_kernel<scalar_t>, LaunchShape{ceil_div(entries, 8), 1, 256, 0},
-                   "tensor-core weight-gradient reduction", rp);
+                                         with_bias ? &vbpartial : nullptr, a.db, m.taken(), kMmaCB);
+    launch_mma_wgrad_reduce<scalar_t>(m, s, K, t.tap_pt(), nullptr, a.out.template data_ptr<scalar_t>(), nullptr,
+                                      with_bias ? a.db->template data_ptr<scalar_t>() : nullptr);
   }
 }
 
 #else  // a CUDA 11 toolkit: no tensor maps, no bulk tensor copies
+
+template <typename scalar_t>
+bool mma_wgrad_runs_here() {
+  return false;
+}
+
+bool mma_wgrad_shape(int64_t, int64_t, int, int, const MmaWgradPoints&, int, int64_t, MmaWgradShape*) {
+  return false;
+}
+
+template <typename scalar_t>
+bool plan_mma_wgrad(int64_t, const MmaWgradShape&, Plan*) {
+  return false;
+}
+
+template <typename scalar_t>
+MmaWgradSums launch_mma_wgrad_sums(const Plan&, const MmaWgradShape&, const at::Tensor&, const at::Tensor&,
+                                   const PointWgradTables&, bool) {
+  TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
+}
+
+template <typename scalar_t>
+void launch_mma_wgrad_reduce(const MmaWgradSums&, const MmaWgradShape&, int, const int*, const int*, scalar_t*, float*,
+                             scalar_t*) {
+  TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
+}
 
 template <typename scalar_t>
 bool MmaWgrad::plan(const Problem&, Pass, Plan*) {
@@ -257,6 +320,16 @@ void MmaWgrad::run(const Plan&, const Args<scalar_t>&) {
 }
 
 #endif  // MMO1D_MMA_TOOLKIT
+
+#define MMO1D_INSTANTIATE_MMA_WGRAD(T)                                                                      \
+  template bool mma_wgrad_runs_here<T>();                                                                   \
+  template bool plan_mma_wgrad<T>(int64_t, const MmaWgradShape&, Plan*);                                    \
+  template MmaWgradSums launch_mma_wgrad_sums<T>(const Plan&, const MmaWgradShape&, const at::Tensor&,      \
+                                                 const at::Tensor&, const PointWgradTables&, bool);         \
+  template void launch_mma_wgrad_reduce<T>(const MmaWgradSums&, const MmaWgradShape&, int, const int*,      \
+                                           const int*, T*, float*, T*);
+MMO1D_INSTANTIATE_MMA_WGRAD(c10::Half)
+MMO1D_INSTANTIATE_MMA_WGRAD(c10::BFloat16)
 
 MMO1D_INSTANTIATE_FAMILY(MmaWgrad)
 

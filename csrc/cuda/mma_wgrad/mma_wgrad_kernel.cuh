@@ -26,14 +26,15 @@ struct MmaWgradMaps {
 
 // The arguments of mma_wgrad_kernel, built by its launcher.
 struct MmaWgradParams {
-  PointWgradTables tables;
+  PointWgradTables tables;      // C entries of pts.rows rows
   const MmaWgradBlock* blocks;  // C / 16, from mma_wgrad_blocks_kernel
-  float* partial;               // (C, K, N * max_tiles): a tile's sums at its points
-  float* bpartial;              // (C, N * max_tiles), or null: the bias gradient's
+  float* partial;               // (C, pts.points, chunks * grid_tiles): a block's sums at its points
+  float* bpartial;              // (C, chunks * grid_tiles), or null: the bias gradient's
   MmaWgradView view[2];
-  int N, C, K;
-  int max_tiles;   // the most tiles any block may have (mma_wgrad_blocks_kernel's bound)
-  int grid_tiles;  // blocks a (image, 16 channels): block b takes tiles b, b + grid_tiles, ...
+  MmaWgradPoints pts;
+  int N, C;
+  int images;      // images a chunk: a block takes its tiles of each image of its chunk, one after the other
+  int grid_tiles;  // blocks a (chunk, 16 channels): block b takes tiles b, b + grid_tiles, ...
 };
 
 // What a warp's pass over its blocks of 16 outputs reads: the x and dy planes of its group (shared
@@ -81,32 +82,35 @@ __device__ __forceinline__ void mma_pass_of(int r, const MmaPass& m, const int* 
   mma_pass<HALF, R, BIAS>(m, off, acc, accb);
 }
 
-// One block: image blockIdx.x / grid_tiles, channels [16 blockIdx.y, + 16), its tiles blockIdx.x %
-// grid_tiles, + grid_tiles, ... of its view, one after the other. First the groups' offset lists into
-// shared memory (byte offsets in the x tile; a group holds one list, or two where it straddles two
-// angles). Per tile, warp 0 issues the copies (a line each: x's nu + 2 ph lines and dy's nu, both
-// groups of 8 channels) while every thread writes the pixel tables. Warps 4g to 4g + 3 take group g:
-// each every fourth block of 16 outputs, for each list its points in passes of up to 8 pairs held in
-// registers; each pass's diagonal goes to the warp's row of sums. Then the 4 warps' rows are added in
-// order into partial[c][point][part], part = n * max_tiles + tile.
+// One block: the images of chunk blockIdx.x / grid_tiles, channels [16 blockIdx.y, + 16), its tiles
+// blockIdx.x % grid_tiles, + grid_tiles, ... of its view in each image, one after the other. First the
+// groups' offset lists into shared memory (byte offsets in the x tile; a group holds one list, or two
+// where it straddles two angles). Per tile, warp 0 issues the copies (a line each: x's nu + 2 ph lines
+// and dy's nu, both groups of 8 channels) while every thread writes the pixel tables. Warps 4g to 4g + 3
+// take group g: each every fourth block of 16 outputs, for each list its points in passes of up to 8
+// pairs held in registers; each pass's diagonal is added to the warp's row of sums (in the order of the
+// block's tiles). Then the 4 warps' rows are added in order into partial[c][point][part], part = chunk *
+// grid_tiles + blockIdx.x % grid_tiles.
 template <bool HALF>
 __global__ void __launch_bounds__(kMmaWarps * 32, 2)
     mma_wgrad_kernel(const __grid_constant__ MmaWgradParams p, const __grid_constant__ MmaWgradMaps maps) {
 #if MMO1D_MMA_ARCH
   extern __shared__ __align__(128) unsigned char smem[];
-  const int G = p.grid_tiles, n = blockIdx.x / G, cb = blockIdx.y;
+  const int G = p.grid_tiles, chunk = blockIdx.x / G, gt = blockIdx.x - chunk * G, cb = blockIdx.y;
   const MmaWgradBlock b = p.blocks[cb];
-  if (int(blockIdx.x) - n * G >= b.tiles) return;
-  const int o = b.col, K = p.K, KH = K / 2, ph = b.ph, tu = b.tu;
+  if (gt >= b.tiles) return;
+  const MmaWgradPoints pts = p.pts;
+  const int o = b.col, KH = pts.reach, ph = b.ph, tu = b.tu, P1 = pts.points + 1, cap = pts.cap;
+  const int n0 = chunk * p.images, n1 = min(p.N, n0 + p.images);
   const MmaWgradView v = p.view[o];
   const int bw = v.bw, tv = v.tv;
   const int xplane = mma_x_plane_bytes(tu, ph, bw), dplane = mma_dy_plane_bytes(tu, tv);
   const int slots = mma_pixel_slots(tu, tv);
   int* pix_s = reinterpret_cast<int*>(smem + 2 * xplane + 2 * dplane);  // x tile byte offset of output i
   int* pix_o = pix_s + slots;                                           // dy tile byte offset of output i
-  float* red = reinterpret_cast<float*>(pix_o + slots);                 // [warp][K + 1][8]
-  int* lists = reinterpret_cast<int*>(red + kMmaWarps * (K + 1) * 8);   // [group][list][kMmaMaxPoints]
-  int* npts = lists + 2 * kMmaMaxLists * kMmaMaxPoints;                 // [group][list]
+  float* red = reinterpret_cast<float*>(pix_o + slots);                 // [warp][points + 1][8]
+  int* lists = reinterpret_cast<int*>(red + kMmaWarps * P1 * 8);        // [group][list][cap]
+  int* npts = lists + 2 * kMmaMaxLists * cap;                           // [group][list]
   uint64_t* mbar_p = reinterpret_cast<uint64_t*>(npts + 2 * kMmaMaxLists);
   const uint32_t s0 = smem_addr(smem), mbar = smem_addr(mbar_p);
   const int c0 = cb * kMmaCB, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -114,21 +118,22 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
   // Lane (gq, tq) with gq / 2 == tq holds channel gq's sums: point 2j in acc[.][gq % 2], 2j + 1 in
   // acc[.][2 + gq % 2].
   const bool diag = (gq >> 1) == tq, odd = gq & 1;
-  float* row = red + warp * (K + 1) * 8;
-  const int64_t parts = int64_t(p.N) * p.max_tiles;
+  float* row = red + warp * P1 * 8;
+  const int64_t parts = int64_t(gridDim.x);
   if (threadIdx.x == 0) mbar_init(mbar);
+  for (int i = threadIdx.x; i < kMmaWarps * P1 * 8; i += blockDim.x) red[i] = 0.f;
   if (threadIdx.x < 2) {  // each dy plane's zero pixel, past its tile
     *reinterpret_cast<uint4*>(smem + 2 * xplane + threadIdx.x * dplane + tu * tv * 16) = make_uint4(0, 0, 0, 0);
   }
   // The lists: entry (g, l, j) of the l-th list of group g (its first channel c's points j, the last
-  // repeated up to kMmaMaxPoints) as a byte offset in the x tile's view.
-  for (int i = threadIdx.x; i < 2 * kMmaMaxLists * kMmaMaxPoints; i += blockDim.x) {
-    const int g = i / (kMmaMaxLists * kMmaMaxPoints), l = (i / kMmaMaxPoints) % kMmaMaxLists, j = i % kMmaMaxPoints;
+  // repeated up to cap) as a byte offset in the x tile's view.
+  for (int i = threadIdx.x; i < 2 * kMmaMaxLists * cap; i += blockDim.x) {
+    const int g = i / (kMmaMaxLists * cap), l = (i / cap) % kMmaMaxLists, j = i % cap;
     int s = (b.starts >> (8 * g)) & 0xff;
     for (int k = 0; k < l && s != 0; ++k) s &= s - 1;  // drop the first l list starts
     if (s == 0) continue;
     const int c = c0 + 8 * g + __ffs(s) - 1, P = p.tables.npts[c];
-    const int2 d = p.tables.off[int64_t(c) * K + min(j, P - 1)];
+    const int2 d = p.tables.off[int64_t(c) * pts.rows + min(j, P - 1)];
     lists[i] = ((o ? d.y : d.x) * bw + (o ? d.x : d.y)) * 16;
     if (j == 0) npts[g * kMmaMaxLists + l] = P;
   }
@@ -138,7 +143,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
   // ldmatrix rows: lane l gives matrix l / 8's row l % 8, pixel 8 ((l / 16) % 2) + l % 8 of the block of
   // 16 at point 2j + (l / 8) % 2.
   const int sel = (lane >> 3) & 1;
-  for (int tile = int(blockIdx.x) - n * G, it = 0; tile < b.tiles; tile += G, ++it) {
+  const int per_image = (b.tiles - gt + G - 1) / G;
+  for (int it = 0; it < (n1 - n0) * per_image; ++it) {
+    const int n = n0 + it / per_image, tile = gt + (it % per_image) * G;
     const int ti = tile / v.tiles_v, u0 = ti * tu, v0 = (tile - ti * v.tiles_v) * tv;
     const int nu = min(tu, v.lines - u0), nv = min(tv, v.along - v0);  // the tile's outputs in the plane
     const int npix = nu * nv, xlines = nu + 2 * ph;
@@ -172,12 +179,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
       s &= s - 1;
       const int e = s != 0 ? __ffs(s) - 1 : 8;
       const int P = npts[grp * kMmaMaxLists + l], pairs = (P + 1) / 2;
-      const int* lo = lists + (grp * kMmaMaxLists + l) * kMmaMaxPoints + sel;
+      const int* lo = lists + (grp * kMmaMaxLists + l) * cap + sel;
       const bool mine = diag && gq >= a && gq < e;
       for (int j0 = 0; j0 < pairs; j0 += kMmaPassPairs) {
         int off[kMmaPassPairs];
 #pragma unroll
-        for (int jj = 0; jj < kMmaPassPairs; ++jj) off[jj] = lo[min(2 * (j0 + jj), kMmaMaxPoints - 2)];
+        for (int jj = 0; jj < kMmaPassPairs; ++jj) off[jj] = lo[min(2 * (j0 + jj), cap - 2)];
         float acc[kMmaPassPairs][4];
 #pragma unroll
         for (int jj = 0; jj < kMmaPassPairs; ++jj) acc[jj][0] = acc[jj][1] = acc[jj][2] = acc[jj][3] = 0.f;
@@ -191,32 +198,31 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
 #pragma unroll
           for (int jj = 0; jj < kMmaPassPairs; ++jj) {
             const int j = 2 * (j0 + jj);
-            if (j < P) row[j * 8 + gq] = odd ? acc[jj][1] : acc[jj][0];
-            if (j + 1 < P) row[(j + 1) * 8 + gq] = odd ? acc[jj][3] : acc[jj][2];
+            if (j < P) row[j * 8 + gq] += odd ? acc[jj][1] : acc[jj][0];
+            if (j + 1 < P) row[(j + 1) * 8 + gq] += odd ? acc[jj][3] : acc[jj][2];
           }
         }
       }
     }
     if (gq == 0) {  // the bias: every row of accb holds the column sums
-      row[K * 8 + 2 * tq] = accb[0];
-      row[K * 8 + 2 * tq + 1] = accb[1];
+      row[pts.points * 8 + 2 * tq] += accb[0];
+      row[pts.points * 8 + 2 * tq + 1] += accb[1];
     }
-    __syncthreads();  // the rows of sums; every read of this tile's planes done
-    const int64_t part = int64_t(n) * p.max_tiles + tile;
-    for (int i = threadIdx.x; i < kMmaCB * (K + 1); i += blockDim.x) {
-      const int cl = i / (K + 1), t = i - cl * (K + 1), g = cl >> 3, k = cl & 7, c = c0 + cl;
-      const bool is_bias = t == K;
-      if (is_bias ? p.bpartial == nullptr : t >= p.tables.npts[c]) continue;
-      float sum = 0.f;
+    __syncthreads();  // every read of this tile's planes and pixel tables done
+  }
+  const int64_t part = blockIdx.x;
+  for (int i = threadIdx.x; i < kMmaCB * P1; i += blockDim.x) {
+    const int cl = i / P1, t = i - cl * P1, g = cl >> 3, k = cl & 7, c = c0 + cl;
+    const bool is_bias = t == pts.points;
+    if (is_bias ? p.bpartial == nullptr : t >= p.tables.npts[c]) continue;
+    float sum = 0.f;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) sum += red[((4 * g + w) * (K + 1) + t) * 8 + k];
-      if (is_bias) {
-        p.bpartial[int64_t(c) * parts + part] = sum;
-      } else {
-        p.partial[(int64_t(c) * K + t) * parts + part] = sum;
-      }
+    for (int w = 0; w < 4; ++w) sum += red[((4 * g + w) * P1 + t) * 8 + k];
+    if (is_bias) {
+      p.bpartial[int64_t(c) * parts + part] = sum;
+    } else {
+      p.partial[(int64_t(c) * pts.points + t) * parts + part] = sum;
     }
-    __syncthreads();  // the rows read before the next tile's sums
   }
 #endif  // MMO1D_MMA_ARCH
 }
@@ -227,39 +233,46 @@ struct MmaWgradReduceParams {
   const MmaWgradBlock* blocks;
   const float* partial;   // as MmaWgradParams
   const float* bpartial;  // or null
-  const int* tap_pt;      // (C, K): each tap's point
-  scalar_t* dw;           // (C, K)
+  const int* tap_pt;      // (C, E): each tap's point, the entries of dw; or null: the entries of sums
+  const int* npts;        // (C): each channel's points (with sums)
+  scalar_t* dw;           // (C, E), with tap_pt
+  float* sums;            // (C, E), without tap_pt: each point's sum (E the tables' rows)
   scalar_t* db;           // (C), or null
-  int N, C, K, max_tiles;
+  int C, E, points, chunks, grid_tiles;
 };
 
-// dw[c, t] (entries c K + t) and db[c] (entries C K + c) of the channels whose block this family took,
-// a warp an entry: lane l adds the parts l, l + 32, ... (images, then tiles) in order, then the lanes'
-// sums by a fixed tree of shuffles.
+// The entries c E + t (dw[c, t], or sums[c, t] for t below npts[c]) and C E + c (db[c]) of the channels
+// whose block this family took, a warp an entry: lane l adds the parts l, l + 32, ... (chunks, then the
+// blocks of a chunk) in order, then the lanes' sums by a fixed tree of shuffles.
 template <typename scalar_t>
 __global__ void mma_wgrad_reduce_kernel(const MmaWgradReduceParams<scalar_t> p) {
   const int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31, K = p.K, T = p.max_tiles;
-  const int64_t CK = int64_t(p.C) * K;
-  const bool is_bias = e >= CK;
-  if (e >= CK + (p.db != nullptr ? p.C : 0)) return;
-  const int c = is_bias ? int(e - CK) : int(e / K);
-  const int tiles = p.blocks[c / kMmaCB].tiles;
-  if (tiles == 0) return;
-  const int64_t parts = int64_t(p.N) * T;
-  const float* src = is_bias ? p.bpartial + int64_t(c) * parts : p.partial + (int64_t(c) * K + p.tap_pt[e]) * parts;
+  const int lane = threadIdx.x & 31, E = p.E, G = p.grid_tiles;
+  const int64_t CE = int64_t(p.C) * E;
+  const bool is_bias = e >= CE;
+  if (e >= CE + (p.db != nullptr ? p.C : 0)) return;
+  const int c = is_bias ? int(e - CE) : int(e / E);
+  const int used = min(p.blocks[c / kMmaCB].tiles, G);  // blocks of a chunk that wrote parts
+  if (used == 0) return;
+  const int t = is_bias ? 0 : int(e - int64_t(c) * E);
+  if (!is_bias && p.tap_pt == nullptr && t >= p.npts[c]) return;
+  const int64_t parts = int64_t(p.chunks) * G;
+  const int point = is_bias ? 0 : (p.tap_pt != nullptr ? p.tap_pt[e] : t);
+  const float* src = is_bias ? p.bpartial + int64_t(c) * parts : p.partial + (int64_t(c) * p.points + point) * parts;
   float s = 0.f;
-  for (int64_t u = lane; u < int64_t(p.N) * tiles; u += 32) {
-    const int64_t img = u / tiles;
-    s += src[img * T + (u - img * tiles)];
+  for (int64_t u = lane; u < int64_t(p.chunks) * used; u += 32) {
+    const int64_t k = u / used;
+    s += src[k * G + (u - k * used)];
   }
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
   if (lane != 0) return;
   if (is_bias) {
     p.db[c] = static_cast<scalar_t>(s);
-  } else {
+  } else if (p.tap_pt != nullptr) {
     p.dw[e] = static_cast<scalar_t>(s);
+  } else {
+    p.sums[e] = s;
   }
 }
 

@@ -2,10 +2,10 @@
 // the shared memory of a tile, the lines a block takes, and the kernel that assigns each block of 16
 // channels its tiles (or leaves it to the vector weight gradient) from the call's point tables.
 //
-// A block stages one output tile of one image and 16 channels. Its pixels are taken along lines: the
+// A block stages one output tile of one image and 16 channels at a time. Its pixels are taken along lines: the
 // rows of the plane where the block's points spread no further across the rows than along them
 // (halo ph <= pw), else its columns (the transposed view). In its view a tile is `tu` lines of `tv`
-// outputs; x is staged as tu + 2 ph lines of bw = tv + 2 K/2 (rounded up to 8) pixels of 16 bytes, one
+// outputs; x is staged as tu + 2 ph lines of bw = tv + 2 reach (rounded up to 8) pixels of 16 bytes, one
 // plane per 8 channels, each line one bulk tensor copy, so a line's box is the same for every block
 // of the view and only the number of lines (chosen per block here) follows its halo.
 #pragma once
@@ -22,7 +22,15 @@ constexpr int kMmaWarps = 8;        // warps 0-3 the first group of 8 channels, 
 constexpr int kMmaPassPairs = 8;    // pairs of points a warp's products hold at once (32 float32 registers)
 constexpr int kMmaMaxLists = 2;     // offset lists a group of 8 channels may hold (one pass over each)
 constexpr int kMmaAlong = 64;       // the longest tile along the lines
-constexpr int kMmaMaxPoints = 64;   // points of a list (K <= kMmaWgradMaxK)
+constexpr int kMmaMaxPoints = 64;   // a rounded line's list (K <= kMmaWgradMaxK)
+
+// The point tables of a call: rows per channel (the tables' rows: K for rounded taps), the most points a
+// taken block's list may hold (the warps' rows of sums and the partial sums' rows per channel), the
+// capacity of a list in shared memory (even, at least `points`) and the points' reach along the lines
+// (the tile's halo there: K/2 for rounded taps).
+struct MmaWgradPoints {
+  int rows, points, cap, reach;
+};
 
 // One view (0: rows, 1: columns) of a call: tiles of tv outputs along lines of `along` pixels, boxes
 // of bw pixels; `lines` lines across.
@@ -40,32 +48,37 @@ struct MmaWgradBlock {
 __host__ __device__ __forceinline__ int mma_round_up(int a, int b) { return (a + b - 1) / b * b; }
 
 // A tile's shared memory: the two x planes (tu + 2 ph lines of bw pixels), the two dy planes (tu x tv
-// pixels and a zero pixel), the pixel tables, the warps' rows of sums (K + 1 rows of 8 channels: the
-// points, then the bias), the groups' offset lists and the mbarrier.
+// pixels and a zero pixel), the pixel tables, the warps' rows of sums (points + 1 rows of 8 channels:
+// the points, then the bias), the groups' offset lists and the mbarrier.
 __host__ __device__ __forceinline__ int mma_x_plane_bytes(int tu, int ph, int bw) { return (tu + 2 * ph) * bw * 16; }
 __host__ __device__ __forceinline__ int mma_dy_plane_bytes(int tu, int tv) {
   return mma_round_up((tu * tv + 1) * 16, 128);
 }
 __host__ __device__ __forceinline__ int mma_pixel_slots(int tu, int tv) { return mma_round_up(tu * tv, 16); }
-// Per group and list, the points' byte offsets in the x tile (kMmaMaxPoints, the last repeated), then
-// per group and list its point count.
-__host__ __device__ __forceinline__ constexpr int mma_list_bytes() {
-  return 2 * kMmaMaxLists * (kMmaMaxPoints + 1) * 4;
+// Per group and list, the points' byte offsets in the x tile (cap, the last repeated), then per group
+// and list its point count.
+__host__ __device__ __forceinline__ int mma_list_bytes(const MmaWgradPoints& pts) {
+  return 2 * kMmaMaxLists * (pts.cap + 1) * 4;
 }
-__host__ __device__ __forceinline__ int mma_wgrad_smem(int tu, int ph, const MmaWgradView& v, int K) {
+__host__ __device__ __forceinline__ int mma_rows_bytes(const MmaWgradPoints& pts) {
+  return kMmaWarps * (pts.points + 1) * 8 * 4;
+}
+__host__ __device__ __forceinline__ int mma_wgrad_smem(int tu, int ph, const MmaWgradView& v,
+                                                       const MmaWgradPoints& pts) {
   return 2 * mma_x_plane_bytes(tu, ph, v.bw) + 2 * mma_dy_plane_bytes(tu, v.tv) + 2 * mma_pixel_slots(tu, v.tv) * 4 +
-         kMmaWarps * (K + 1) * 8 * 4 + mma_list_bytes() + 16;
+         mma_rows_bytes(pts) + mma_list_bytes(pts) + 16;
 }
 
 // The lines of a tile of halo ph in view v within `budget` bytes: the most that fit (at most the
 // plane's), then evened out over the plane; 0 where not one line fits. A tile takes at least `fixed` +
 // `per_line` bytes a line, so the first guess is at most one line above the answer's.
-__host__ __device__ __forceinline__ int mma_tile_lines(const MmaWgradView& v, int ph, int K, int budget) {
+__host__ __device__ __forceinline__ int mma_tile_lines(const MmaWgradView& v, int ph, const MmaWgradPoints& pts,
+                                                       int budget) {
   const int per_line = 2 * v.bw * 16 + 2 * v.tv * 16 + 2 * v.tv * 4;
-  const int fixed = 4 * ph * v.bw * 16 + kMmaWarps * (K + 1) * 8 * 4 + mma_list_bytes() + 16;
+  const int fixed = 4 * ph * v.bw * 16 + mma_rows_bytes(pts) + mma_list_bytes(pts) + 16;
   int tu = budget > fixed ? (budget - fixed) / per_line + 1 : 0;
   tu = tu < v.lines ? tu : v.lines;
-  while (tu > 0 && mma_wgrad_smem(tu, ph, v, K) > budget) --tu;
+  while (tu > 0 && mma_wgrad_smem(tu, ph, v, pts) > budget) --tu;
   if (tu <= 0) return 0;
   const int tiles = (v.lines + tu - 1) / tu;
   return (v.lines + tiles - 1) / tiles;
@@ -77,16 +90,18 @@ __host__ __device__ __forceinline__ int mma_tiles(const MmaWgradView& v, int tu)
 
 // The arguments of mma_wgrad_blocks_kernel.
 struct MmaWgradBlocksParams {
-  PointWgradTables tables;  // the call's point tables (rounded taps, C entries of K rows)
+  PointWgradTables tables;  // the call's point tables (C entries of pts.rows rows)
   MmaWgradBlock* blocks;    // C / 16
   int* taken;               // C / 16: 1 where the block is this family's (the vector kernel skips it)
   MmaWgradView view[2];
-  int C, K, ph_cap, budget;
+  MmaWgradPoints pts;
+  int C, ph_cap, budget;
 };
 
 // One thread per block of 16 channels: its union halo and view, and whether this family takes it
-// (each group of 8 channels holds at most kMmaMaxLists offset lists and the halo across the lines is at
-// most ph_cap, the bound the grid was sized for); then its lines a tile and its tiles.
+// (each group of 8 channels holds at most kMmaMaxLists offset lists of at most pts.points points, and
+// the halo across the lines is at most ph_cap, the bound the grid was sized for); then its lines a tile
+// and its tiles.
 __global__ void mma_wgrad_blocks_kernel(const MmaWgradBlocksParams p) {
   const int cb = blockIdx.x * blockDim.x + threadIdx.x;
   if (cb >= p.C / kMmaCB) return;
@@ -100,6 +115,7 @@ __global__ void mma_wgrad_blocks_kernel(const MmaWgradBlocksParams p) {
         ++lists;
         starts |= 1 << (8 * g + k);
       }
+      ok = ok && p.tables.npts[c] <= p.pts.points;
       const int2 h = p.tables.halo[c];
       ph = max(ph, h.x);
       pw = max(pw, h.y);
@@ -108,7 +124,7 @@ __global__ void mma_wgrad_blocks_kernel(const MmaWgradBlocksParams p) {
   }
   const int col = ph > pw ? 1 : 0, across = col ? pw : ph;
   ok = ok && across <= p.ph_cap;
-  const int tu = ok ? mma_tile_lines(p.view[col], across, p.K, p.budget) : 0;
+  const int tu = ok ? mma_tile_lines(p.view[col], across, p.pts, p.budget) : 0;
   const int tiles = mma_tiles(p.view[col], tu);
   p.blocks[cb] = MmaWgradBlock{tiles, col, across, tu, starts};
   p.taken[cb] = tiles > 0 ? 1 : 0;
