@@ -1,5 +1,6 @@
-// The tensor-core weight gradient of the channels_last 16-bit oriented convolution at stride 1, and the
-// reduction of its partial sums.
+// The tensor-core weight gradient of the channels_last 16-bit oriented convolution at stride 1: the
+// kernel that assigns each block of 16 channels its tiles (or leaves it to another family) from the
+// call's point tables, the sums' kernel, and the reduction of its partial sums.
 //
 // dw(c, j) = sum_p dy(p, c) x(p + o_j, c) over the outputs p, for each distinct point o_j of channel
 // c's line. For 16 outputs p_k, a group of 8 channels and two points j, j',
@@ -17,6 +18,48 @@
 
 namespace mmo1d {
 namespace cuda {
+
+// The arguments of mma_wgrad_blocks_kernel.
+struct MmaWgradBlocksParams {
+  PointWgradTables tables;  // the call's point tables (C entries of pts.rows rows)
+  MmaWgradBlock* blocks;    // C / 16
+  int* taken;               // C / 16: 1 where the block is this family's (the vector kernel skips it)
+  MmaWgradView view[2];
+  MmaWgradPoints pts;
+  int C, ph_cap, budget;
+};
+
+// One thread per block of 16 channels: its union halo and view, and whether this family takes it
+// (each group of 8 channels holds at most kMmaMaxLists offset lists of at most pts.points points, and
+// the halo across the lines is at most ph_cap, the bound the grid was sized for); then its lines a tile
+// and its tiles.
+__global__ void mma_wgrad_blocks_kernel(const MmaWgradBlocksParams p) {
+  const int cb = blockIdx.x * blockDim.x + threadIdx.x;
+  if (cb >= p.C / kMmaCB) return;
+  int ph = 0, pw = 0, starts = 0;
+  bool ok = true;
+  for (int g = 0; g < 2; ++g) {
+    int lists = 0;
+    for (int k = 0; k < 8; ++k) {
+      const int c = cb * kMmaCB + 8 * g + k;
+      if (k == 0 || !p.tables.same[c]) {
+        ++lists;
+        starts |= 1 << (8 * g + k);
+      }
+      ok = ok && p.tables.npts[c] <= p.pts.points;
+      const int2 h = p.tables.halo[c];
+      ph = max(ph, h.x);
+      pw = max(pw, h.y);
+    }
+    ok = ok && lists <= kMmaMaxLists;
+  }
+  const int col = ph > pw ? 1 : 0, across = col ? pw : ph;
+  ok = ok && across <= p.ph_cap;
+  const int tu = ok ? mma_tile_lines(p.view[col], across, p.pts, p.budget) : 0;
+  const int tiles = mma_tiles(p.view[col], tu);
+  p.blocks[cb] = MmaWgradBlock{tiles, col, across, tu, starts};
+  p.taken[cb] = tiles > 0 ? 1 : 0;
+}
 
 // The bulk tensor copies' views of x and dy (N, H, W, C) channels_last: per view a line of a tile's box.
 struct MmaWgradMaps {

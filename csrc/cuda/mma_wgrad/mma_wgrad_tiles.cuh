@@ -1,6 +1,5 @@
 // The tiles of the tensor-core weight gradient (mma_wgrad_kernel.cuh), on the host and the device:
-// the shared memory of a tile, the lines a block takes, and the kernel that assigns each block of 16
-// channels its tiles (or leaves it to the vector weight gradient) from the call's point tables.
+// the shared memory of a tile and the lines a block takes.
 //
 // A block stages one output tile of one image and 16 channels at a time. Its pixels are taken along lines: the
 // rows of the plane where the block's points spread no further across the rows than along them
@@ -86,48 +85,6 @@ __host__ __device__ __forceinline__ int mma_tile_lines(const MmaWgradView& v, in
 
 __host__ __device__ __forceinline__ int mma_tiles(const MmaWgradView& v, int tu) {
   return tu > 0 ? (v.lines + tu - 1) / tu * v.tiles_v : 0;
-}
-
-// The arguments of mma_wgrad_blocks_kernel.
-struct MmaWgradBlocksParams {
-  PointWgradTables tables;  // the call's point tables (C entries of pts.rows rows)
-  MmaWgradBlock* blocks;    // C / 16
-  int* taken;               // C / 16: 1 where the block is this family's (the vector kernel skips it)
-  MmaWgradView view[2];
-  MmaWgradPoints pts;
-  int C, ph_cap, budget;
-};
-
-// One thread per block of 16 channels: its union halo and view, and whether this family takes it
-// (each group of 8 channels holds at most kMmaMaxLists offset lists of at most pts.points points, and
-// the halo across the lines is at most ph_cap, the bound the grid was sized for); then its lines a tile
-// and its tiles.
-__global__ void mma_wgrad_blocks_kernel(const MmaWgradBlocksParams p) {
-  const int cb = blockIdx.x * blockDim.x + threadIdx.x;
-  if (cb >= p.C / kMmaCB) return;
-  int ph = 0, pw = 0, starts = 0;
-  bool ok = true;
-  for (int g = 0; g < 2; ++g) {
-    int lists = 0;
-    for (int k = 0; k < 8; ++k) {
-      const int c = cb * kMmaCB + 8 * g + k;
-      if (k == 0 || !p.tables.same[c]) {
-        ++lists;
-        starts |= 1 << (8 * g + k);
-      }
-      ok = ok && p.tables.npts[c] <= p.pts.points;
-      const int2 h = p.tables.halo[c];
-      ph = max(ph, h.x);
-      pw = max(pw, h.y);
-    }
-    ok = ok && lists <= kMmaMaxLists;
-  }
-  const int col = ph > pw ? 1 : 0, across = col ? pw : ph;
-  ok = ok && across <= p.ph_cap;
-  const int tu = ok ? mma_tile_lines(p.view[col], across, p.pts, p.budget) : 0;
-  const int tiles = mma_tiles(p.view[col], tu);
-  p.blocks[cb] = MmaWgradBlock{tiles, col, across, tu, starts};
-  p.taken[cb] = tiles > 0 ? 1 : 0;
 }
 
 }  // namespace cuda
