@@ -7,7 +7,8 @@ lie within 22.5 degrees of an axis, and leaves the others (the diagonals, arbitr
 to the vector weight gradient in the same call. Cases: the 8 directions at the models' widths (C = 96
 puts two directions in a group of 8), single angles along the rows and the columns, the diagonals and
 arbitrary angles (both kernels in one call), odd and wide planes, K from 7 to 63; dw and db within the
-float32 accumulation bound of the sum of |dy x|; and a NaN in one channel leaves the others' sums finite.
+float32 accumulation bound of the sum of |dy x|, also where a block takes several images; and a NaN in one
+channel leaves the others' sums finite.
 """
 import math
 
@@ -81,6 +82,7 @@ CASES = [
     (3, 48, 49, 51, 13, 67.5),
     (1, 32, 3, 800, 31, 'mixed8'),    # planes narrower than a tile and than the line
     (1, 16, 800, 3, 15, 90.0),
+    (40, 1024, 48, 48, 7, 'mixed8'),  # two images a block (an H200's 132 SMs: 33 chunks of images)
 ]
 
 
