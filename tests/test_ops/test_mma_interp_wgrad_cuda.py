@@ -16,8 +16,10 @@ import math
 import pytest
 import torch
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d, oriented_dwconv1d_path
+from mmo1d.ops import oriented_dwconv1d, oriented_dwconv1d_path
 from mmo1d.ops.interp_reference import oriented_dwconv1d_interp_reference
+
+from .utils import cuda_wgrad_inputs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                                 reason='needs a CUDA GPU of compute capability 9.0 or newer')
@@ -29,20 +31,10 @@ ORACLE_TAPS = 200_000_000
 
 
 def inputs(n, c, h, w, k, dtype, angles, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, c, h, w, generator=g)
-    grad = torch.randn(n, c, h, w, generator=g)
-    weight = torch.randn(c, k, generator=g) / math.sqrt(k)
-    if angles == 'arbitrary':
-        theta = torch.rand(c, generator=g, dtype=torch.float64).mul(math.pi).float()
-    else:
-        eight = angles in ('mixed8', 'learned8')
-        base = oriented_angles(c, 8, 0.0) if eight else torch.full((c,), math.radians(angles))
-        jitter = 0.0 if angles == 'mixed8' else 0.05
-        theta = base + jitter * (2 * torch.rand(c, generator=g) - 1)
-    cast = dict(device='cuda', dtype=dtype)
-    return (x.to(**cast).contiguous(memory_format=CL), weight.to(**cast), theta.cuda(),
-            grad.to(**cast).contiguous(memory_format=CL))
+    """'learned8': the 8 directions, each channel's angle moved by up to 0.05 rad; single angles too."""
+    if angles == 'learned8' or isinstance(angles, float):
+        return cuda_wgrad_inputs(n, c, h, w, k, dtype, 'mixed8' if angles == 'learned8' else angles, seed, 0.05)
+    return cuda_wgrad_inputs(n, c, h, w, k, dtype, angles, seed)
 
 
 def op_grads(x, weight, theta, grad, rounding):

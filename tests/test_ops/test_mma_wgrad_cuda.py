@@ -15,7 +15,9 @@ import math
 import pytest
 import torch
 
-from mmo1d.ops import oriented_angles, oriented_dwconv1d_path, oriented_dwconv1d_reference
+from mmo1d.ops import oriented_dwconv1d_path, oriented_dwconv1d_reference
+
+from .utils import cuda_wgrad_inputs as inputs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                                 reason='needs a CUDA GPU of compute capability 9.0 or newer')
@@ -27,22 +29,6 @@ CL = torch.channels_last
 def params_grad(grad, x, weight, theta):
     dw, _, db = _ops.oriented_dwconv1d_backward_params(grad, x, weight, theta, 1, 'trunc', 0.5, 1.0, True, False)
     return dw, db
-
-
-def inputs(n, c, h, w, k, dtype, angles, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, c, h, w, generator=g)
-    grad = torch.randn(n, c, h, w, generator=g)
-    weight = torch.randn(c, k, generator=g) / math.sqrt(k)
-    if angles == 'mixed8':
-        theta = oriented_angles(c, 8, 0.0)
-    elif angles == 'arbitrary':
-        theta = torch.rand(c, generator=g, dtype=torch.float64).mul(math.pi).float()
-    else:
-        theta = torch.full((c,), math.radians(angles))
-    cast = dict(device='cuda', dtype=dtype)
-    return (x.to(**cast).contiguous(memory_format=CL), weight.to(**cast), theta.cuda(),
-            grad.to(**cast).contiguous(memory_format=CL))
 
 
 def oracle(x, weight, theta, grad):

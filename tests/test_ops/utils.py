@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from mmo1d.ops import oriented_dwconv1d_reference
+from mmo1d.ops import oriented_angles, oriented_dwconv1d_reference
 
 DEVICES = [
     'cpu',
@@ -34,6 +34,26 @@ def make_inputs(n, c, h, w, k, dtype=torch.float32, device='cpu', seed=0, bias=T
     theta = random_angles(c, g)
     cast = dict(dtype=dtype, device=device)
     return (x.to(**cast), weight.to(**cast), theta.to(device), None if b is None else b.to(**cast))
+
+
+def cuda_wgrad_inputs(n, c, h, w, k, dtype, angles, seed, jitter=0.0):
+    """x, weight, theta and dy of a channels_last CUDA weight-gradient call: angles 'mixed8' (the
+    models' 8 directions), 'arbitrary', or one angle in degrees; jitter moves each channel's angle by
+    uniform(-jitter, jitter) rad."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, h, w, generator=g)
+    grad = torch.randn(n, c, h, w, generator=g)
+    weight = torch.randn(c, k, generator=g) / math.sqrt(k)
+    if angles == 'arbitrary':
+        theta = random_angles(c, g)
+    else:
+        theta = oriented_angles(c, 8, 0.0) if angles == 'mixed8' else torch.full((c,), math.radians(angles))
+        if jitter:
+            theta = theta + jitter * (2 * torch.rand(c, generator=g) - 1)
+    cast = dict(device='cuda', dtype=dtype)
+    cl = torch.channels_last
+    return (x.to(**cast).contiguous(memory_format=cl), weight.to(**cast), theta.cuda(),
+            grad.to(**cast).contiguous(memory_format=cl))
 
 
 def reference_with_grads(x, weight, theta, bias, grad_out, **kwargs):
