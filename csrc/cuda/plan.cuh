@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -61,6 +62,8 @@ inline FastGeometry output_geometry(const Problem& p, int rows) {
                       0};
 }
 
+struct MmaWgradShape;
+
 struct Plan {
   int family = -1;        // index in the family list (families.cuh)
   const char* path = "";  // the path name, one of the family's
@@ -78,6 +81,10 @@ struct Plan {
   int images = 1;               // window gathers: images per block (small planes) staged together,
   int image_groups = 1;         // ... in this many groups one after the other,
   bool table_weights = false;   // ... over the tables' merged weights (TABLE_WEIGHTS), not the taps'
+  // Families that leave some blocks of channels to another family (the tensor-core weight gradients):
+  // that family's plan, and their own tiles and chunks (mma_wgrad/mma_wgrad.cuh), as planned.
+  std::shared_ptr<const Plan> rest;
+  std::shared_ptr<const MmaWgradShape> mma;
 };
 
 // The tensors and options of one call. Gathers (forward and input gradient): out = the gather of

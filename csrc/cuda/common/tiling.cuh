@@ -134,14 +134,18 @@ inline int nchw_class_threads(const GatherGeometry& g) {
   return 4 * std::min(kMaxThreads / 4, ceil_div(ceil_div(outputs, kPerThread), 32) * 32);
 }
 
+// The most chunks of images whose partial sums (part_bytes per chunk) stay within the weight-gradient
+// workspace: a sixteenth of x, at least kWgradMinWorkspace (32 MiB); a bound in bytes, as one chunk per
+// image on small planes would make the workspace a multiple of the input. At least one.
+inline int64_t wgrad_max_chunks(int64_t part_bytes, int64_t x_bytes) {
+  return std::max<int64_t>(1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
+}
+
 // Images per weight-gradient block (each block loops over a chunk of images): enough blocks
-// (blocks_per_chunk per chunk) to fill the GPU several times over, with the partial sums
-// (part_bytes per chunk) held to a sixteenth of x, at least kWgradMinWorkspace (32 MiB): a bound in
-// bytes, as one chunk per image on small planes would make the workspace a multiple of the input.
+// (blocks_per_chunk per chunk) to fill the GPU several times over, the partial sums within the workspace.
 inline int wgrad_chunk(int64_t N, int64_t blocks_per_chunk, int64_t part_bytes, int64_t x_bytes) {
   const int64_t want_blocks = device_blocks(kWgradBlocksPerSM);
-  const int64_t max_chunks =
-      std::max<int64_t>(1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
+  const int64_t max_chunks = wgrad_max_chunks(part_bytes, x_bytes);
   const int64_t chunks = std::clamp<int64_t>(want_blocks / blocks_per_chunk, 1, std::min<int64_t>(N, max_chunks));
   return ceil_div(N, chunks);
 }

@@ -87,7 +87,9 @@ constexpr float kMmaWgradMaxAcross = 0.5f;
 constexpr int kMmaWgradMaxK = 63;
 constexpr int kMmaWgradBlocksPerSM = 2;
 // Its grid: chunks of images (a block takes its tiles in every image of its chunk, adding into its rows
-// of sums) for about kMmaWgradWaves waves of blocks, and partial sums within the workspace below.
+// of sums) for about kMmaWgradWaves waves of blocks, and partial sums within the workspace below. H200,
+// 64 x 384 x 56 x 56, K=31: one image a chunk (16 waves) took 1.03 / 1.14x the kernel time of 8 waves in
+// the 8 directions / at 0 degrees (rounded taps), 1.01x (learned angles).
 constexpr int kMmaWgradWaves = 8;
 // Interpolated taps: a block's union of points at most this long (a list that both groups of 8 channels
 // walk; the warps' rows of sums take (points + 1) x 256 bytes of shared memory).

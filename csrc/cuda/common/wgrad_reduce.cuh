@@ -83,5 +83,27 @@ void launch_wgrad_reduce(const at::Tensor& partial, const int* tap_pt, at::Tenso
   launch_planned(kernel, s, "weight-gradient reduction", params);
 }
 
+// The bias gradient alone: db (C values in its dtype) from bpartial (C x parts floats), each channel's
+// parts added in order; the channels of the blocks marked in skip (per block of skip_block channels, on
+// the device), when not null, left out (another kernel writes them).
+template <typename scalar_t>
+void launch_bias_reduce(const at::Tensor& bpartial, at::Tensor& db, int C, int parts, const int* skip = nullptr,
+                        int skip_block = 1) {
+  // The reduction's threads past C x K taps write db: with no taps, all of them.
+  const WgradReduceParams<scalar_t, float> params{.C = C,
+                                                  .K = 0,
+                                                  .parts = parts,
+                                                  .classes = 1,
+                                                  .partial = nullptr,
+                                                  .tap_pt = nullptr,
+                                                  .dw = nullptr,
+                                                  .bpartial = bpartial.data_ptr<float>(),
+                                                  .db = db.data_ptr<scalar_t>(),
+                                                  .skip = skip,
+                                                  .skip_block = skip_block};
+  launch_planned(wgrad_reduce_kernel<scalar_t, float>, LaunchShape{ceil_div(int64_t(C), 256), 1, 256, 0},
+                 "bias-gradient reduction", params);
+}
+
 }  // namespace cuda
 }  // namespace mmo1d

@@ -14,10 +14,12 @@
 #include "../common/interp_tables.cuh"
 #include "../common/interp_union.cuh"
 #include "../common/tiling.cuh"
+#include "../common/wgrad_reduce.cuh"
 #include "../families.cuh"
 #include "../vec_gather/vec_gather.cuh"
 #include "../vec_wgrad/vec_wgrad.cuh"
 #include "interp_vec_classes.cuh"
+#include "interp_vec_wgrad.cuh"
 
 namespace mmo1d {
 namespace cuda {
@@ -81,23 +83,36 @@ void InterpVec::run(const Plan& plan, const Args<scalar_t>& a) {
     launch_vec_gather<scalar_t>(plan, a, tables);
     return;
   }
-  at::Tensor bpartial;
-  at::Tensor partial, map;
   if (plan.classes == 4) {
     // Stride 2: the rows split into the parity classes, each own point mapped to its class's row.
     const InterpClasses k = split_interp_classes(tables, unite ? u.map().data_ptr<int>() : nullptr, t.npts(all), t.C,
                                                  t.R, plan.parts, t.ints.options());
-    partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, k.view(), a.db != nullptr ? &bpartial : nullptr);
-    map = k.map();
+    interp_vec_wgrad<scalar_t>(plan, a, t, k.view(), k.map(), all);
   } else {
-    partial = launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, tables, a.db != nullptr ? &bpartial : nullptr);
-    if (unite) map = u.map();
+    // With united points, each of a channel's own points has the row of its place in the union.
+    interp_vec_wgrad<scalar_t>(plan, a, t, tables, unite ? u.map() : at::Tensor(), all);
   }
-  // Rows beyond a block's points are not written; contract() reads none of them. With united
-  // points, each of a channel's own points has the row of its place in the union.
-  contract<scalar_t, float>(t, partial, plan.parts, map, all, a.weight, a.out, a.dtheta);
-  if (a.db != nullptr) a.db->copy_(bpartial.view({t.C, plan.parts}).sum(1));
 }
+
+template <typename scalar_t>
+void interp_vec_wgrad(const Plan& plan, const Args<scalar_t>& a, const InterpTables<float>& t,
+                      const PointTableView<float>& tables, const at::Tensor& map, bool all, const float* sums,
+                      const int* taken, int taken_block) {
+  at::Tensor bpartial;
+  const at::Tensor partial =
+      launch_vec_wgrad_partials<scalar_t>(plan, a.src, *a.dy, tables, a.db != nullptr ? &bpartial : nullptr, taken);
+  // Rows beyond a block's points are not written; contract() reads none of them.
+  contract<scalar_t, float>(t, partial, plan.parts, map, all, a.weight, a.out, a.dtheta, sums, taken, taken_block);
+  if (a.db != nullptr) {
+    launch_bias_reduce<scalar_t>(bpartial, *a.db, static_cast<int>(t.C), plan.parts, taken, taken_block);
+  }
+}
+
+#define MMO1D_INSTANTIATE_INTERP_VEC_WGRAD(T)                                                                      \
+  template void interp_vec_wgrad<T>(const Plan&, const Args<T>&, const InterpTables<float>&,                      \
+                                    const PointTableView<float>&, const at::Tensor&, bool, const float*, const int*, \
+                                    int);
+MMO1D_FOR_EACH_FLOAT32_ACC_DTYPE(MMO1D_INSTANTIATE_INTERP_VEC_WGRAD)
 
 MMO1D_INSTANTIATE_FAMILY(InterpVec)
 

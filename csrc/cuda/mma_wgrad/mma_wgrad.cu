@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -83,13 +84,6 @@ CUtensorMap tensor_map(const at::Tensor& t, int bw, int bh) {
   return m;
 }
 
-// The problem of a weight-gradient call as planned (its plan needs the vector family's for the blocks
-// this family leaves).
-Problem wgrad_problem(const at::Tensor& x, int K, const at::Tensor& theta, TapRule rule) {
-  return Problem{x.size(0), x.size(1), x.size(2), x.size(3), K, 1, true, true, static_cast<int64_t>(x.nbytes()),
-                 &theta, rule};
-}
-
 // A rounded line's points: its taps' distinct points, within K/2 along.
 MmaWgradPoints rounded_points(int K) {
   return MmaWgradPoints{K, K, kMmaMaxPoints, K / 2};
@@ -147,10 +141,9 @@ bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& p
   // Chunks of images: kMmaWgradWaves waves of blocks, the partial sums within the workspace.
   const int64_t per_chunk = C / kMmaCB * s->grid_tiles();
   const int64_t part_bytes = C * s->grid_tiles() * (pts.points + 1) * int64_t(sizeof(float));
-  const int64_t max_chunks = std::max<int64_t>(
-      1, std::max<int64_t>(x_bytes / kWgradWorkspaceShare, kWgradMinWorkspace) / part_bytes);
   const int64_t want = device_blocks(kMmaWgradBlocksPerSM) * kMmaWgradWaves;
-  const int64_t chunks = std::clamp<int64_t>(want / per_chunk, 1, std::min<int64_t>(N, max_chunks));
+  const int64_t max_chunks = std::min<int64_t>(N, wgrad_max_chunks(part_bytes, x_bytes));
+  const int64_t chunks = std::clamp<int64_t>(want / per_chunk, 1, max_chunks);
   s->images = static_cast<int>(ceil_div(N, chunks));
   s->chunks = static_cast<int>(ceil_div(N, int64_t(s->images)));
   return true;
@@ -158,6 +151,7 @@ bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& p
 
 template <typename scalar_t>
 bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan) {
+  plan->mma = std::make_shared<const MmaWgradShape>(s);
   plan->parts = static_cast<int>(s.parts());
   plan->chunk = s.images;
   plan->tile = s.budget;
@@ -166,11 +160,10 @@ bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan) {
 }
 
 template <typename scalar_t>
-MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const MmaWgradShape& s, const at::Tensor& x, const at::Tensor& dy,
+MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
                                    const PointWgradTables& tables, bool with_bias) {
   const int N = static_cast<int>(x.size(0)), C = static_cast<int>(x.size(1));
-  TORCH_CHECK(plan.launch.grid_x == int64_t(s.chunks) * s.grid_tiles() && plan.parts == s.parts(),
-              "oriented_dwconv1d: the tensor-core weight gradient's tiles changed since its plan");
+  const MmaWgradShape& s = *plan.mma;
   MmaWgradSums m;
   m.cblocks = C / kMmaCB;
   // Per block of 16 channels: its MmaWgradBlock, then (after all of them) whether this family takes it.
@@ -205,8 +198,9 @@ MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const MmaWgradShape& s, con
 }
 
 template <typename scalar_t>
-void launch_mma_wgrad_reduce(const MmaWgradSums& m, const MmaWgradShape& s, int E, const int* tap_pt,
-                             const int* npts, scalar_t* dw, float* sums, scalar_t* db) {
+void launch_mma_wgrad_reduce(const Plan& plan, const MmaWgradSums& m, int E, const int* tap_pt, const int* npts,
+                             scalar_t* dw, float* sums, scalar_t* db) {
+  const MmaWgradShape& s = *plan.mma;
   const int C = static_cast<int>(m.cblocks * kMmaCB);
   const MmaWgradReduceParams<scalar_t> rp{m.blocks(),
                                           m.partial.data_ptr<float>(),
@@ -229,7 +223,7 @@ void launch_mma_wgrad_reduce(const MmaWgradSums& m, const MmaWgradShape& s, int 
 // Domain: the weight gradient, float16 and bfloat16, channels_last, stride 1, rounded taps, C a
 // multiple of 16, 16-byte aligned tensors, planes of at least kMmaWgradMinPixels, K up to
 // kMmaWgradMaxK, a device and build of sm_90 or later; the vector weight gradient's plan must fit too
-// (the blocks left to it).
+// (the blocks left to it: plan->rest).
 template <typename scalar_t>
 bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   if constexpr (!kMma16<scalar_t>) {
@@ -245,6 +239,7 @@ bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
     }
     Plan vec;
     if (!plan_vec_wgrad<scalar_t>(p, p.K, p.K, 1, p.K, &vec, true)) return false;
+    plan->rest = std::make_shared<const Plan>(vec);
     plan->path = "mma_wgrad";
     plan->fg = output_geometry(p, p.K);
     return plan_mma_wgrad<scalar_t>(p.C, s, plan);
@@ -254,29 +249,22 @@ bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
 template <typename scalar_t>
 void MmaWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   if constexpr (kMma16<scalar_t>) {
-    const FastGeometry& g = plan.fg;
     const at::Tensor& x = a.src;
     const at::Tensor& dy = *a.dy;
-    const int C = g.C, K = g.K;
-    MmaWgradShape s;
-    TORCH_CHECK(mma_wgrad_shape(x.size(0), C, g.H, g.W, rounded_points(K), static_cast<int>(K / 2 * kMmaWgradMaxAcross),
-                                static_cast<int64_t>(x.nbytes()), &s),
-                "oriented_dwconv1d: the tensor-core weight gradient's tiles changed since its plan");
+    const int C = plan.fg.C, K = plan.fg.K;
     const auto t = build_tables<scalar_t, float>(a.theta, a.weight, a.rule, false, false, 1);
     const PointTableView<float> tables = t.view();
     const bool with_bias = a.db != nullptr;
-    const MmaWgradSums m = launch_mma_wgrad_sums<scalar_t>(plan, s, x, dy, tables.wgrad(), with_bias);
+    const MmaWgradSums m = launch_mma_wgrad_sums<scalar_t>(plan, x, dy, tables.wgrad(), with_bias);
 
     // The blocks left to the vector weight gradient.
-    Plan vec;
-    TORCH_CHECK(plan_vec_wgrad<scalar_t>(wgrad_problem(x, K, a.theta, a.rule), K, K, 1, K, &vec, true),
-                "oriented_dwconv1d: the vector weight gradient no longer fits the call planned with it");
+    const Plan& vec = *plan.rest;
     at::Tensor vbpartial;
     const at::Tensor vpartial =
         launch_vec_wgrad_partials<scalar_t>(vec, x, dy, tables, with_bias ? &vbpartial : nullptr, m.taken());
     launch_wgrad_reduce<scalar_t, float>(vpartial, t.tap_pt(), a.out, C, K, vec.parts, 1,
                                          with_bias ? &vbpartial : nullptr, a.db, m.taken(), kMmaCB);
-    launch_mma_wgrad_reduce<scalar_t>(m, s, K, t.tap_pt(), nullptr, a.out.template data_ptr<scalar_t>(), nullptr,
+    launch_mma_wgrad_reduce<scalar_t>(plan, m, K, t.tap_pt(), nullptr, a.out.template data_ptr<scalar_t>(), nullptr,
                                       with_bias ? a.db->template data_ptr<scalar_t>() : nullptr);
   }
 }
@@ -298,13 +286,12 @@ bool plan_mma_wgrad(int64_t, const MmaWgradShape&, Plan*) {
 }
 
 template <typename scalar_t>
-MmaWgradSums launch_mma_wgrad_sums(const Plan&, const MmaWgradShape&, const at::Tensor&, const at::Tensor&,
-                                   const PointWgradTables&, bool) {
+MmaWgradSums launch_mma_wgrad_sums(const Plan&, const at::Tensor&, const at::Tensor&, const PointWgradTables&, bool) {
   TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
 }
 
 template <typename scalar_t>
-void launch_mma_wgrad_reduce(const MmaWgradSums&, const MmaWgradShape&, int, const int*, const int*, scalar_t*, float*,
+void launch_mma_wgrad_reduce(const Plan&, const MmaWgradSums&, int, const int*, const int*, scalar_t*, float*,
                              scalar_t*) {
   TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
 }
@@ -324,10 +311,10 @@ void MmaWgrad::run(const Plan&, const Args<scalar_t>&) {
 #define MMO1D_INSTANTIATE_MMA_WGRAD(T)                                                                      \
   template bool mma_wgrad_runs_here<T>();                                                                   \
   template bool plan_mma_wgrad<T>(int64_t, const MmaWgradShape&, Plan*);                                    \
-  template MmaWgradSums launch_mma_wgrad_sums<T>(const Plan&, const MmaWgradShape&, const at::Tensor&,      \
-                                                 const at::Tensor&, const PointWgradTables&, bool);         \
-  template void launch_mma_wgrad_reduce<T>(const MmaWgradSums&, const MmaWgradShape&, int, const int*,      \
-                                           const int*, T*, float*, T*);
+  template MmaWgradSums launch_mma_wgrad_sums<T>(const Plan&, const at::Tensor&, const at::Tensor&,         \
+                                                 const PointWgradTables&, bool);                            \
+  template void launch_mma_wgrad_reduce<T>(const Plan&, const MmaWgradSums&, int, const int*, const int*, T*, \
+                                           float*, T*);
 MMO1D_INSTANTIATE_MMA_WGRAD(c10::Half)
 MMO1D_INSTANTIATE_MMA_WGRAD(c10::BFloat16)
 

@@ -39,8 +39,8 @@ bool mma_wgrad_runs_here();
 bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& pts, int ph_max, int64_t x_bytes,
                      MmaWgradShape* s);
 
-// plan->launch, parts, chunk and tile of the kernel for shape s (C channels); false where the launch
-// does not fit the device.
+// plan->launch, parts, chunk and tile of the kernel for shape s (C channels), and plan->mma, the shape
+// that the launches below read; false where the launch does not fit the device.
 template <typename scalar_t>
 bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan);
 
@@ -55,17 +55,17 @@ struct MmaWgradSums {
 };
 
 // The blocks' kernel (which blocks of 16 channels this family takes) and the sums' kernel, for x and dy
-// (N, C, H, W) channels_last and tables of C entries of s.pts.rows rows, as planned (plan_mma_wgrad).
+// (N, C, H, W) channels_last and tables of C entries of pts.rows rows, as planned (plan_mma_wgrad).
 template <typename scalar_t>
-MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const MmaWgradShape& s, const at::Tensor& x, const at::Tensor& dy,
+MmaWgradSums launch_mma_wgrad_sums(const Plan& plan, const at::Tensor& x, const at::Tensor& dy,
                                    const PointWgradTables& tables, bool with_bias);
 
 // The reduction of the taken blocks' partial sums: with tap_pt (C, E: each tap's point) into dw (C, E);
 // without, each point's sum into sums (C, E) for the first npts[c] points; db (C), when not null, the
 // bias gradient. The blocks not taken are left as they are.
 template <typename scalar_t>
-void launch_mma_wgrad_reduce(const MmaWgradSums& m, const MmaWgradShape& s, int E, const int* tap_pt,
-                             const int* npts, scalar_t* dw, float* sums, scalar_t* db);
+void launch_mma_wgrad_reduce(const Plan& plan, const MmaWgradSums& m, int E, const int* tap_pt, const int* npts,
+                             scalar_t* dw, float* sums, scalar_t* db);
 
 }  // namespace cuda
 }  // namespace mmo1d
