@@ -2,13 +2,13 @@
 against the float64 interpolated reference.
 
 It serves 'bilinear' and 'gaussian' float16 and bfloat16 channels_last calls at stride 1 with C a
-multiple of 16 on planes of at least 48 x 48. Per block of 16 channels it sums dy * x over the union of
+multiple of 16 on planes of at least 28 x 28 pixels. Per block of 16 channels it sums dy * x over the union of
 the block's points where that union is short enough and lies near an axis (learned angles that stay
 near the 8 directions' lines along and off the axes); the other blocks (the diagonals, arbitrary
 angles) are summed by the interpolated vector weight gradient in the same call, and the contraction
 reads each block's sums where they were summed. Cases: the 8 directions exact and moved by up to 0.05
-rad (the learned-angle models), single angles along the rows and the columns, gaussian taps, arbitrary
-angles, odd and narrow planes, blocks that take several images; dw, db and dtheta against the
+rad (the learned-angle models, their 56 x 56 and 28 x 28 stages), single angles along the rows and the
+columns, gaussian taps, arbitrary angles, odd and narrow planes, planes just above the bound, blocks that take several images; dw, db and dtheta against the
 reference, and determinism.
 """
 import math
@@ -75,6 +75,8 @@ CASES = [
     # (N, C, H, W, K, rounding, angles)
     (2, 384, 56, 56, 31, 'bilinear', 'learned8'),  # the ++ blocks' 4C tensor, learned angles
     (2, 128, 56, 56, 31, 'bilinear', 'mixed8'),     # the 8 directions exactly (the models at initialisation)
+    (2, 768, 28, 28, 31, 'bilinear', 'learned8'),  # the second stage's 4C tensor
+    (2, 64, 27, 31, 31, 'gaussian', 0.0),           # 837 pixels: above the bound, one side below 28
     (2, 64, 52, 61, 31, 'bilinear', 0.0),           # rows
     (2, 64, 61, 52, 31, 'bilinear', 90.0),          # columns
     (2, 64, 50, 57, 31, 'bilinear', 22.5),
@@ -119,7 +121,8 @@ def test_mma_interp_domain():
 
     assert path(64, 56, torch.bfloat16) == 'mma_interp_wgrad'
     assert path(64, 48, torch.float16, 'gaussian') == 'mma_interp_wgrad'
-    assert path(64, 40, torch.float16) == 'interp_vec_wgrad'  # below 48 x 48
+    assert path(64, 28, torch.float16) == 'mma_interp_wgrad'
+    assert path(64, 27, torch.float16) == 'interp_vec_wgrad'  # below 28 x 28
     assert path(64, 56, torch.float32) == 'interp_vec_wgrad'
     assert path(40, 56, torch.bfloat16) == 'interp_vec_wgrad'  # C not a multiple of 16
     assert path(64, 56, torch.bfloat16, k=63) == 'interp_vec_wgrad'  # offsets beyond the union's grid

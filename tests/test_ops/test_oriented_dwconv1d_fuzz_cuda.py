@@ -424,12 +424,12 @@ def test_path_query_follows_the_domains():
     assert oriented_dwconv1d_path(x60, w[:60], 1, 'forward', rounding='bilinear') == 'interp_vec'
     w63 = torch.randn(64, 63, device='cuda', dtype=torch.bfloat16)  # offsets beyond the segment builder's grid
     assert oriented_dwconv1d_path(x, w63, 1, 'forward', rounding='bilinear') == 'interp_vec'
-    # 56 x 56 16-bit planes: the tensor-core weight gradient from sm_90 on; 40 x 40: the vector one.
+    # 56 x 56 16-bit planes: the tensor-core weight gradient from sm_90 on; 27 x 27: the vector one.
     mma = torch.cuda.get_device_capability() >= (9, 0)
     assert oriented_dwconv1d_path(x, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
         ('mma_interp_wgrad' if mma else 'interp_vec_wgrad')
-    x40 = x[..., :40, :40].contiguous(memory_format=torch.channels_last)
-    assert oriented_dwconv1d_path(x40, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
+    x27 = x[..., :27, :27].contiguous(memory_format=torch.channels_last)
+    assert oriented_dwconv1d_path(x27, w, 1, 'backward_weight', rounding='gaussian', radius=RADIUS) == \
         'interp_vec_wgrad'
     assert oriented_dwconv1d_path(x, w, 2, 'forward', rounding='bilinear') == 'interp_gather_nhwc'
     assert oriented_dwconv1d_path(x, w, 2, 'backward_weight', rounding='gaussian', radius=RADIUS) == \

@@ -91,6 +91,10 @@ constexpr int kMmaWgradBlocksPerSM = 2;
 // 64 x 384 x 56 x 56, K=31: one image a chunk (16 waves) took 1.03 / 1.14x the kernel time of 8 waves in
 // the 8 directions / at 0 degrees (rounded taps), 1.01x (learned angles).
 constexpr int kMmaWgradWaves = 8;
+// Interpolated taps (mma_interp_wgrad/) on planes of at least kMmaInterpWgradMinPixels: the vector kernel
+// they leave sums two to three times a rounded line's points. H200, bf16 and fp16, K=31, 28 x 28 (C=768)
+// against that kernel: 0.82x in the 8 directions, 0.77-0.78x at 0 degrees.
+constexpr int kMmaInterpWgradMinPixels = 28 * 28;
 // Interpolated taps: a block's union of points at most this long (a list that both groups of 8 channels
 // walk; the warps' rows of sums take (points + 1) x 256 bytes of shared memory).
 constexpr int kMmaInterpPoints = 96;

@@ -10,7 +10,6 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
-#include <memory>
 #include <type_traits>
 
 #include "../common/cuda_context.h"
@@ -35,31 +34,21 @@ MmaWgradPoints interp_points(const TapRule& rule, int K) {
 
 }  // namespace
 
-// Domain: the weight gradient of interpolated taps, float16 and bfloat16, channels_last, stride 1, C a
-// multiple of 16, 16-byte aligned tensors, planes of at least kMmaWgradMinPixels, offsets within the
-// union builder's grid, a device and build of sm_90 or later; the interpolated vector weight
-// gradient's plan must fit too (the blocks left to it).
+// Domain: mma_wgrad_domain on planes of at least kMmaInterpWgradMinPixels, float16 and bfloat16, the
+// interpolated taps, offsets within the union builder's grid; the interpolated vector weight gradient's
+// plan must fit too (the blocks left to it).
 template <typename scalar_t>
 bool MmaInterpWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
   if constexpr (!std::is_same_v<scalar_t, c10::Half> && !std::is_same_v<scalar_t, c10::BFloat16>) {
     return false;
   } else {
-    if (pass != Pass::kWeightGrad || !p.nhwc || p.stride != 1 || !p.aligned || p.C % kMmaCB != 0) return false;
-    if (p.H * p.W < kMmaWgradMinPixels || !mma_wgrad_runs_here<scalar_t>()) return false;
+    if (!mma_wgrad_domain<scalar_t>(p, pass, kMmaInterpWgradMinPixels)) return false;
     const int h = interp_halo(p.rule, p.K);
     if ((2 * h + 1) * (2 * h + 1) > kSegGridCells) return false;  // the union of a block's points
-    const MmaWgradPoints pts = interp_points(p.rule, p.K);
-    MmaWgradShape s;
-    if (!mma_wgrad_shape(p.N, p.C, static_cast<int>(p.H), static_cast<int>(p.W), pts,
-                         static_cast<int>(h * kMmaWgradMaxAcross), p.x_bytes, &s)) {
-      return false;
-    }
     Plan vec;
     if (!InterpVec::plan<scalar_t>(p, pass, &vec) || vec.classes != 1) return false;
-    plan->rest = std::make_shared<const Plan>(vec);
-    plan->path = "mma_interp_wgrad";
-    plan->fg = output_geometry(p, p.K);
-    return plan_mma_wgrad<scalar_t>(p.C, s, plan);
+    return plan_mma_wgrad<scalar_t>(p, "mma_interp_wgrad", interp_points(p.rule, p.K),
+                                    static_cast<int>(h * kMmaWgradMaxAcross), vec, plan);
   }
 }
 

@@ -84,11 +84,6 @@ CUtensorMap tensor_map(const at::Tensor& t, int bw, int bh) {
   return m;
 }
 
-// A rounded line's points: its taps' distinct points, within K/2 along.
-MmaWgradPoints rounded_points(int K) {
-  return MmaWgradPoints{K, K, kMmaMaxPoints, K / 2};
-}
-
 }  // namespace
 
 template <typename scalar_t>
@@ -114,9 +109,12 @@ bool mma_wgrad_runs_here() {
   }
 }
 
-// The views (rows, then columns): tiles of up to kMmaAlong outputs along the lines, evened out and
-// rounded up to 8 (a line's box then starts 128-byte aligned in shared memory, and an ldmatrix block that
-// wraps to the next line stays on distinct banks); boxes wider by 2 reach rounded up to 8.
+namespace {
+
+// The shape of an N x C x H x W call (x of x_bytes) at points pts (plan_mma_wgrad). The views (rows, then
+// columns): tiles of up to kMmaAlong outputs along the lines, evened out and rounded up to 8 (a line's box
+// then starts 128-byte aligned in shared memory, and an ldmatrix block that wraps to the next line stays on
+// distinct banks); boxes wider by 2 reach rounded up to 8.
 bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& pts, int ph_max, int64_t x_bytes,
                      MmaWgradShape* s) {
   for (int o = 0; o < 2; ++o) {
@@ -149,13 +147,23 @@ bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& p
   return true;
 }
 
+}  // namespace
+
 template <typename scalar_t>
-bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan) {
+bool plan_mma_wgrad(const Problem& p, const char* path, const MmaWgradPoints& pts, int ph_max, const Plan& rest,
+                    Plan* plan) {
+  MmaWgradShape s;
+  if (!mma_wgrad_shape(p.N, p.C, static_cast<int>(p.H), static_cast<int>(p.W), pts, ph_max, p.x_bytes, &s)) {
+    return false;
+  }
+  plan->rest = std::make_shared<const Plan>(rest);
+  plan->path = path;
+  plan->fg = output_geometry(p, p.K);
   plan->mma = std::make_shared<const MmaWgradShape>(s);
   plan->parts = static_cast<int>(s.parts());
   plan->chunk = s.images;
   plan->tile = s.budget;
-  plan->launch = LaunchShape{int64_t(s.chunks) * s.grid_tiles(), C / kMmaCB, kMmaWarps * 32, s.budget};
+  plan->launch = LaunchShape{int64_t(s.chunks) * s.grid_tiles(), p.C / kMmaCB, kMmaWarps * 32, s.budget};
   return launch_fits(mma_kernel<scalar_t>(), plan->launch);
 }
 
@@ -220,32 +228,6 @@ void launch_mma_wgrad_reduce(const Plan& plan, const MmaWgradSums& m, int E, con
                  "tensor-core weight-gradient reduction", rp);
 }
 
-// Domain: the weight gradient, float16 and bfloat16, channels_last, stride 1, rounded taps, C a
-// multiple of 16, 16-byte aligned tensors, planes of at least kMmaWgradMinPixels, K up to
-// kMmaWgradMaxK, a device and build of sm_90 or later; the vector weight gradient's plan must fit too
-// (the blocks left to it: plan->rest).
-template <typename scalar_t>
-bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
-  if constexpr (!kMma16<scalar_t>) {
-    return false;
-  } else {
-    if (pass != Pass::kWeightGrad || !p.nhwc || p.stride != 1 || !p.aligned || p.C % kMmaCB != 0) return false;
-    if (p.H * p.W < kMmaWgradMinPixels || p.K > kMmaWgradMaxK || !mma_wgrad_runs_here<scalar_t>()) return false;
-    MmaWgradShape s;
-    const int ph_max = static_cast<int>(p.K / 2 * kMmaWgradMaxAcross);
-    if (!mma_wgrad_shape(p.N, p.C, static_cast<int>(p.H), static_cast<int>(p.W), rounded_points(p.K), ph_max,
-                         p.x_bytes, &s)) {
-      return false;
-    }
-    Plan vec;
-    if (!plan_vec_wgrad<scalar_t>(p, p.K, p.K, 1, p.K, &vec, true)) return false;
-    plan->rest = std::make_shared<const Plan>(vec);
-    plan->path = "mma_wgrad";
-    plan->fg = output_geometry(p, p.K);
-    return plan_mma_wgrad<scalar_t>(p.C, s, plan);
-  }
-}
-
 template <typename scalar_t>
 void MmaWgrad::run(const Plan& plan, const Args<scalar_t>& a) {
   if constexpr (kMma16<scalar_t>) {
@@ -276,12 +258,8 @@ bool mma_wgrad_runs_here() {
   return false;
 }
 
-bool mma_wgrad_shape(int64_t, int64_t, int, int, const MmaWgradPoints&, int, int64_t, MmaWgradShape*) {
-  return false;
-}
-
 template <typename scalar_t>
-bool plan_mma_wgrad(int64_t, const MmaWgradShape&, Plan*) {
+bool plan_mma_wgrad(const Problem&, const char*, const MmaWgradPoints&, int, const Plan&, Plan*) {
   return false;
 }
 
@@ -297,20 +275,39 @@ void launch_mma_wgrad_reduce(const Plan&, const MmaWgradSums&, int, const int*, 
 }
 
 template <typename scalar_t>
-bool MmaWgrad::plan(const Problem&, Pass, Plan*) {
-  return false;
-}
-
-template <typename scalar_t>
 void MmaWgrad::run(const Plan&, const Args<scalar_t>&) {
   TORCH_CHECK(false, "oriented_dwconv1d: the tensor-core weight gradient needs a build with a CUDA 12 toolkit");
 }
 
 #endif  // MMO1D_MMA_TOOLKIT
 
+template <typename scalar_t>
+bool mma_wgrad_domain(const Problem& p, Pass pass, int min_pixels) {
+  return pass == Pass::kWeightGrad && p.nhwc && p.stride == 1 && p.aligned && p.C % kMmaCB == 0 &&
+         p.H * p.W >= min_pixels && mma_wgrad_runs_here<scalar_t>();
+}
+
+// Domain: mma_wgrad_domain on planes of at least kMmaWgradMinPixels, float16 and bfloat16, rounded taps, K
+// up to kMmaWgradMaxK; the vector weight gradient's plan must fit too (the blocks left to it: plan->rest).
+// A rounded line's points are its taps' distinct points, within K/2 along.
+template <typename scalar_t>
+bool MmaWgrad::plan(const Problem& p, Pass pass, Plan* plan) {
+  if constexpr (!kMma16<scalar_t>) {
+    return false;
+  } else {
+    if (!mma_wgrad_domain<scalar_t>(p, pass, kMmaWgradMinPixels) || p.K > kMmaWgradMaxK) return false;
+    Plan vec;
+    if (!plan_vec_wgrad<scalar_t>(p, p.K, p.K, 1, p.K, &vec, true)) return false;
+    const MmaWgradPoints points{p.K, p.K, kMmaMaxPoints, p.K / 2};
+    const int ph_max = static_cast<int>(p.K / 2 * kMmaWgradMaxAcross);
+    return plan_mma_wgrad<scalar_t>(p, "mma_wgrad", points, ph_max, vec, plan);
+  }
+}
+
 #define MMO1D_INSTANTIATE_MMA_WGRAD(T)                                                                      \
   template bool mma_wgrad_runs_here<T>();                                                                   \
-  template bool plan_mma_wgrad<T>(int64_t, const MmaWgradShape&, Plan*);                                    \
+  template bool mma_wgrad_domain<T>(const Problem&, Pass, int);                                            \
+  template bool plan_mma_wgrad<T>(const Problem&, const char*, const MmaWgradPoints&, int, const Plan&, Plan*); \
   template MmaWgradSums launch_mma_wgrad_sums<T>(const Plan&, const at::Tensor&, const at::Tensor&,         \
                                                  const PointWgradTables&, bool);                            \
   template void launch_mma_wgrad_reduce<T>(const Plan&, const MmaWgradSums&, int, const int*, const int*, T*, \

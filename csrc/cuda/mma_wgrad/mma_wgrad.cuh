@@ -32,17 +32,21 @@ struct MmaWgradShape {
 template <typename scalar_t>
 bool mma_wgrad_runs_here();
 
-// The shape of an N x C x H x W call (x of x_bytes) at points pts: the largest halo across the lines up
-// to ph_max for which both views fit a tile in a block's shared memory, and images per chunk so that
-// the grid fills the device and the partial sums stay within the weight-gradient workspace. False
-// where no tile fits or a line's box is too wide for a bulk tensor copy.
-bool mma_wgrad_shape(int64_t N, int64_t C, int H, int W, const MmaWgradPoints& pts, int ph_max, int64_t x_bytes,
-                     MmaWgradShape* s);
-
-// plan->launch, parts, chunk and tile of the kernel for shape s (C channels), and plan->mma, the shape
-// that the launches below read; false where the launch does not fit the device.
+// Whether call p is in the domain both tensor-core families share: the weight gradient, channels_last,
+// stride 1, C a multiple of 16, 16-byte aligned tensors, planes of at least min_pixels pixels, a device
+// and build that run the kernel (mma_wgrad_runs_here).
 template <typename scalar_t>
-bool plan_mma_wgrad(int64_t C, const MmaWgradShape& s, Plan* plan);
+bool mma_wgrad_domain(const Problem& p, Pass pass, int min_pixels);
+
+// The plan `path` of call p at points pts (halo across the lines up to ph_max) whose blocks not taken go
+// to the plan rest: plan->rest, the output geometry, the kernel's launch, parts, chunk and tile, and
+// plan->mma, the shape that the launches below read: the largest halo across the lines up to ph_max for
+// which both views fit a tile in a block's shared memory, and images per chunk so that the grid fills the
+// device and the partial sums stay within the weight-gradient workspace. False where no tile fits, a
+// line's box is too wide for a bulk tensor copy or the launch does not fit the device.
+template <typename scalar_t>
+bool plan_mma_wgrad(const Problem& p, const char* path, const MmaWgradPoints& pts, int ph_max, const Plan& rest,
+                    Plan* plan);
 
 // What the sums' launch leaves: per block of 16 channels its MmaWgradBlock and whether it was taken
 // (the skip array of the kernels that sum the other blocks), and the partial sums (C, pts.points,
