@@ -2,14 +2,14 @@
 against the float64 interpolated reference.
 
 It serves 'bilinear' and 'gaussian' float16 and bfloat16 channels_last calls at stride 1 with C a
-multiple of 16 on planes of at least 28 x 28 pixels. Per block of 16 channels it sums dy * x over the union of
-the block's points where that union is short enough and lies near an axis (learned angles that stay
-near the 8 directions' lines along and off the axes); the other blocks (the diagonals, arbitrary
+multiple of 16 on planes of at least 28 x 28 pixels. Per block of 16 channels it sums dy * x over the
+union of the block's points where that union is short enough and lies near an axis (learned angles that
+stay near the 8 directions' lines along and off the axes); the other blocks (the diagonals, arbitrary
 angles) are summed by the interpolated vector weight gradient in the same call, and the contraction
 reads each block's sums where they were summed. Cases: the 8 directions exact and moved by up to 0.05
 rad (the learned-angle models, their 56 x 56 and 28 x 28 stages), single angles along the rows and the
-columns, gaussian taps, arbitrary angles, odd and narrow planes, planes just above the bound, blocks that take several images; dw, db and dtheta against the
-reference, and determinism.
+columns, gaussian taps, arbitrary angles, odd and narrow planes, a plane just above the bound, blocks
+that take several images; dw, db and dtheta against the reference, and determinism.
 """
 import math
 
