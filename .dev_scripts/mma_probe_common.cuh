@@ -1,7 +1,8 @@
 // Pieces shared by the standalone tensor-core probes (.dev_scripts/mma_gather_probe.cu,
-// .dev_scripts/mma_wgrad_diag_probe.cu): the PTX wrappers of csrc/cuda/mma_wgrad/mma_ptx.cuh and those
-// only the probes use (m16n8k8, ldmatrix without transpose, bulk tensor stores), the tiles of a
-// direction and the tensor maps that stage them, 16-bit conversions and truncated taps.
+// .dev_scripts/mma_wgrad_diag_probe.cu, .dev_scripts/mma_wgrad_shear_probe.cu): the PTX wrappers of
+// csrc/cuda/mma_wgrad/mma_ptx.cuh and those only the probes use (m16n8k8, ldmatrix without transpose, bulk
+// tensor stores), the tiles of a direction and the tensor maps that stage them, 16-bit conversions,
+// truncated taps, the weight gradient's float64 reference and a timer.
 #pragma once
 
 #include <cuda.h>
@@ -258,6 +259,45 @@ static int2 block_taps(double angle, int cb, int C, int K, int2* out) {
   int2 halo = make_int2(0, 0);
   for (int t = 0; t < K; ++t) halo = make_int2(std::max(halo.x, std::abs(out[t].x)), std::max(halo.y, std::abs(out[t].y)));
   return halo;
+}
+
+// The float64 reference of one weight-gradient entry of channel c: the sum over the N x H x W outputs p of
+// dy(p) x(p + o) (x zero outside the plane), or with bias of dy(p) alone, and the sum of the terms'
+// magnitudes (the bound's scale); x and dy N x H x W x C, channels_last, 16-bit.
+static void host_wgrad_sum(const std::vector<uint16_t>& hx, const std::vector<uint16_t>& hdy, bool half, int N, int H,
+                           int W, int C, int c, int2 o, bool bias, double& sum, double& mag) {
+  sum = 0, mag = 0;
+  for (int n = 0; n < N; ++n) {
+    for (int h = 0; h < H; ++h) {
+      for (int w = 0; w < W; ++w) {
+        const int hh = h + o.x, ww = w + o.y;
+        if (!bias && (hh < 0 || hh >= H || ww < 0 || ww >= W)) continue;
+        const double g = h2f(hdy[((int64_t(n) * H + h) * W + w) * C + c], half);
+        const double v = bias ? g : g * h2f(hx[((int64_t(n) * H + hh) * W + ww) * C + c], half);
+        sum += v;
+        mag += std::abs(v);
+      }
+    }
+  }
+}
+
+// The mean time in ms of `reps` calls of timed() after 5 calls of warm() (CUDA events).
+template <typename Warm, typename Timed>
+static float mean_ms(Warm&& warm, Timed&& timed, int reps) {
+  cudaEvent_t t0, t1;
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
+  for (int i = 0; i < 5; ++i) warm();
+  CK(cudaEventRecord(t0));
+  for (int i = 0; i < reps; ++i) timed();
+  CK(cudaEventRecord(t1));
+  CK(cudaEventSynchronize(t1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, t0, t1));
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(t0));
+  CK(cudaEventDestroy(t1));
+  return ms / reps;
 }
 
 // pl.map: the index of pl's tile shape (box and tile) in shapes, added there if new (one tensor map each).

@@ -264,19 +264,8 @@ static int run(const Case& cs, bool check, int reps) {
     for (int c = 0; c < C; ++c) {
       for (int t = 0; t <= K; ++t) {
         const int2 o = t < K ? taps[int64_t(c / kCB) * K + t] : make_int2(0, 0);
-        double s = 0, mag = 0;
-        for (int n = 0; n < N; ++n) {
-          for (int h = 0; h < H; ++h) {
-            for (int w = 0; w < W; ++w) {
-              const int hh = h + o.x, ww = w + o.y;
-              if (t < K && (hh < 0 || hh >= H || ww < 0 || ww >= W)) continue;
-              const double g = h2f(hdy[((int64_t(n) * H + h) * W + w) * C + c], cs.half);
-              const double v = t < K ? g * h2f(hx[((int64_t(n) * H + hh) * W + ww) * C + c], cs.half) : g;
-              s += v;
-              mag += std::abs(v);
-            }
-          }
-        }
+        double s, mag;
+        host_wgrad_sum(hx, hdy, cs.half, N, H, W, C, c, o, t == K, s, mag);
         const double got = t < K ? dw[int64_t(c) * K + t] : db[c];
         worst = std::max(worst, std::abs(got - s) / (mag * std::ldexp(1.0, -20) + 1e-30));
       }
@@ -285,23 +274,13 @@ static int run(const Case& cs, bool check, int reps) {
     printf("check %s %s N=%d C=%d %dx%d K=%d: dw and db error %.3f of the bound: %s\n", cs.half ? "fp16" : "bf16",
            name, N, C, H, W, K, worst, bad ? "FAIL" : "ok");
   } else {
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
-    for (int i = 0; i < 5; ++i) go();
-    CK(cudaEventRecord(t0));
-    for (int i = 0; i < reps; ++i) go();
-    CK(cudaEventRecord(t1));
-    CK(cudaEventSynchronize(t1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, t0, t1));
-    CK(cudaGetLastError());
+    const float ms = mean_ms(go, go, reps);
     std::string tiles;
     for (const Plan& q : shapes) {
       tiles += (tiles.empty() ? "" : ", ") + std::to_string(q.th) + "x" + std::to_string(q.tw) + (q.col ? "c" : "r");
     }
-    printf("| %s | %d | %d | %d | %s | %.4f | %d | %s |\n", cs.half ? "float16" : "bfloat16", C, H, K, name, ms / reps,
-           smem, tiles.c_str());
+    printf("| %s | %d | %d | %d | %s | %.4f | %d | %s |\n", cs.half ? "float16" : "bfloat16", C, H, K, name, ms, smem,
+           tiles.c_str());
   }
   cudaFree(dx), cudaFree(ddy), cudaFree(dpart), cudaFree(dbpart), cudaFree(ddw), cudaFree(ddb);
   cudaFree(dtaps), cudaFree(dplans);

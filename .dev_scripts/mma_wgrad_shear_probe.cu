@@ -326,19 +326,8 @@ static int run(const Case& cs, bool check, int reps) {
       for (int j = 0; j <= npts[cb]; ++j) {
         const bool is_b = j == npts[cb];
         const int2 o = is_b ? make_int2(0, 0) : pts[int64_t(cb) * kMaxPts + j];
-        double sm = 0, mag = 0;
-        for (int n = 0; n < N; ++n) {
-          for (int h = 0; h < H; ++h) {
-            for (int w = 0; w < W; ++w) {
-              const int hh = h + o.x, ww = w + o.y;
-              if (!is_b && (hh < 0 || hh >= H || ww < 0 || ww >= W)) continue;
-              const double g = h2f(hdy[((int64_t(n) * H + h) * W + w) * C + c], cs.half);
-              const double v = is_b ? g : g * h2f(hx[((int64_t(n) * H + hh) * W + ww) * C + c], cs.half);
-              sm += v;
-              mag += std::abs(v);
-            }
-          }
-        }
+        double sm, mag;
+        host_wgrad_sum(hx, hdy, cs.half, N, H, W, C, c, o, is_b, sm, mag);
         const double got = is_b ? db[c] : sums[int64_t(c) * kMaxPts + j];
         worst = std::max(worst, std::abs(got - sm) / (mag * std::ldexp(1.0, -20) + 1e-30));
       }
@@ -348,17 +337,7 @@ static int run(const Case& cs, bool check, int reps) {
            cs.half ? "fp16" : "bf16", name, N, C, H, W, cs.K, cs.tv, cs.tu, p.ra, p.pu, max_pts, worst,
            bad ? "FAIL" : "ok");
   } else {
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
-    for (int i = 0; i < 5; ++i) go();
-    CK(cudaEventRecord(t0));
-    for (int i = 0; i < reps; ++i) kern<<<grid, kThreads, smem>>>(p, maps);
-    CK(cudaEventRecord(t1));
-    CK(cudaEventSynchronize(t1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, t0, t1));
-    CK(cudaGetLastError());
+    const float ms = mean_ms(go, [&] { kern<<<grid, kThreads, smem>>>(p, maps); }, reps);
     // Staged pixels inside the image per output: x rows and dy rows of every tile.
     double staged = 0;
     for (const int4& t : tiles) {
@@ -368,7 +347,7 @@ static int run(const Case& cs, bool check, int reps) {
       }
     }
     printf("| %s | %d | %d | %d | %s | %dx%d | %.4f | %d | %.2f |\n", cs.half ? "float16" : "bfloat16", C, H, cs.K,
-           name, cs.tv, cs.tu, ms / reps, smem, staged / (double(H) * W));
+           name, cs.tv, cs.tu, ms, smem, staged / (double(H) * W));
   }
   cudaFree(dx), cudaFree(ddy), cudaFree(dpart), cudaFree(dbpart), cudaFree(dsums), cudaFree(ddb);
   cudaFree(dpts), cudaFree(dnpts), cudaFree(dtiles);
